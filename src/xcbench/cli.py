@@ -1,0 +1,149 @@
+"""`python -m xcbench <verb>`: one verb per Snakemake rule, usable by hand too.
+
+  fetch     obtain a dataset's raw files (mirrors, then URLs; synthetic ones are generated)
+  prepare   raw files -> data/processed/<ds>/dataset.npz
+  features  prepared data -> data/features/<ds>/<extractor><dim>.pt
+  train     one (experiment, dataset, method, seed) -> results/.../metrics.json
+  render    an artifact's table or figure from cached results
+  claims    a paper's claims file -> figures/<paper>/claims.md
+  report    claims + artifacts -> figures/REPORT.md
+  list      the registered names of every family
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from xcbench.config import ConfigError, dataset_entry, load_datasets, load_experiment, resolve_experiment
+
+
+def _entry(args) -> dict:
+    return dataset_entry(args.dataset, load_datasets(args.datasets))
+
+
+def cmd_fetch(args) -> None:
+    from xcbench.data.fetch import fetch_dataset
+    from xcbench.data.synthetic import generate
+    from xcbench.io import write_json
+
+    entry = _entry(args)
+    if "generator" in entry:
+        files = generate(entry, args.out)
+        write_json(Path(args.out) / "manifest.json", {"dataset": entry["name"], "generated": files,
+                                                      "generator": entry["generator"], "params": entry["params"]})
+    else:
+        if not entry.get("files"):
+            raise ConfigError(f"dataset {entry['name']!r} has no files to fetch; "
+                              f"use its stand-in {entry.get('stand_in', '(none listed)')}")
+        fetch_dataset(entry, args.out, args.mirror)
+
+
+def cmd_prepare(args) -> None:
+    from xcbench.data.datasets import prepare
+
+    meta = prepare(_entry(args), args.raw, args.out)
+    print({k: v for k, v in meta.items() if k != "vocab"})
+
+
+def cmd_features(args) -> None:
+    from xcbench.data.datasets import load_npz
+    from xcbench.io import torch_save
+    from xcbench.registry import FEATURES
+
+    arrays, meta = load_npz(args.processed)
+    feats, fmeta = FEATURES.get(args.extractor)(dim=args.dim, seed=args.seed).extract(arrays, meta)
+    torch_save(args.out, {**feats, "meta": {**fmeta, "dataset": args.dataset}})
+    print({k: tuple(v.shape) for k, v in feats.items()}, fmeta)
+
+
+def cmd_train(args) -> None:
+    from xcbench.device import pick_device
+    from xcbench.registry import TASKS
+    from xcbench.train import run
+
+    exp = resolve_experiment(load_experiment(args.experiment), args.scale)
+    if args.method not in exp["methods"]:
+        raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
+                          f"{args.scale}; its methods: {', '.join(exp['methods'])}")
+    device = pick_device(args.device)
+    entry = _entry(args)
+    task = TASKS.get(exp["task"])(exp, entry, args.processed, args.features, device, args.seed)
+    m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
+    print({k: round(v, 4) for k, v in m["metrics"].items()})
+
+
+def cmd_render(args) -> None:
+    from xcbench.registry import RENDERERS
+
+    exp = resolve_experiment(load_experiment(args.experiment), args.scale)
+    for p in RENDERERS.get(exp["render"]["renderer"])(exp, args.results, args.out, load_datasets(args.datasets)):
+        print("wrote", p)
+
+
+def cmd_claims(args) -> None:
+    from xcbench.reporting.claims import write_claims
+
+    res = write_claims(args.claims, args.experiments, args.results, args.scale, args.out)
+    print(f"{sum(r['verdict'] == 'held' for r in res['rows'])}/{len(res['rows'])} claims held")
+
+
+def cmd_report(args) -> None:
+    from xcbench.reporting.report import write_report
+
+    write_report(args.claims, args.artifacts, args.out)
+
+
+def cmd_list(args) -> None:
+    from xcbench import registry
+
+    for fam in ("HEADS", "SAMPLERS", "SELECTORS", "OPTIMIZERS", "ENCODERS", "FEATURES", "READERS", "GENERATORS",
+                "TASKS", "RENDERERS"):
+        print(f"{fam.lower():11s} {', '.join(getattr(registry, fam).names()) or '-'}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xcbench", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    def verb(name, fn, *args):
+        s = sub.add_parser(name, help=fn.__doc__ or name)
+        s.set_defaults(fn=fn)
+        s.add_argument("--datasets", default=None, help="dataset catalogue (default config/datasets.yaml)")
+        for a in args:
+            s.add_argument(*a[0], **a[1])
+        return s
+
+    D = (["--dataset"], {"required": True})
+    O = (["--out"], {"required": True})
+    verb("fetch", cmd_fetch, D, O, (["--mirror"], {"action": "append", "default": [],
+                                                  "help": "mirror folder (repeatable); $XCBENCH_MIRROR comes first"}))
+    verb("prepare", cmd_prepare, D, O, (["--raw"], {"required": True}))
+    verb("features", cmd_features, D, O, (["--processed"], {"required": True}), (["--extractor"], {"required": True}),
+         (["--dim"], {"type": int, "default": 512}), (["--seed"], {"type": int, "default": 0}))
+    verb("train", cmd_train, D, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
+         (["--method"], {"required": True}), (["--seed"], {"type": int, "default": 0}),
+         (["--processed"], {"required": True}), (["--features"], {"default": None}),
+         (["--device"], {"default": "auto", "choices": ["auto", "cpu", "cuda"]}))
+    verb("render", cmd_render, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
+         (["--results"], {"default": "results"}))
+    verb("claims", cmd_claims, O, (["--claims"], {"required": True}), (["--experiments"], {"required": True}),
+         (["--scale"], {"default": "quick"}), (["--results"], {"default": "results"}))
+    verb("report", cmd_report, O, (["--claims"], {"nargs": "*", "default": []}),
+         (["--artifacts"], {"nargs": "*", "default": []}))
+    verb("list", cmd_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except (ConfigError, KeyError, ValueError, RuntimeError, OSError) as e:
+        print(f"xcbench {args.verb}: error: {e}", file=sys.stderr)
+        return 1
+    return 0

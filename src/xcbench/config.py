@@ -1,0 +1,96 @@
+"""Configuration: the global config, dataset catalogue and per-artifact experiment files.
+
+An experiment file (`config/experiments/<paper>/<artifact>.yaml`) holds the settings shared by all
+scales plus a `scales:` block of per-scale overrides; `resolve_experiment` deep-merges the chosen
+scale onto the base (dicts merge key by key, lists and scalars replace). Every file is validated
+against its JSON schema in `workflow/schemas/`, so unknown keys are errors that name the file.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from xcbench.io import read_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "workflow" / "schemas"
+SCALES = ("tiny", "quick", "paper")
+
+
+class ConfigError(ValueError):
+    """A configuration file that does not match its schema."""
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def validate(obj: Any, schema_name: str, source: str | Path) -> None:
+    schema = read_yaml(SCHEMAS / schema_name)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{source}: {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
+                 for e in errors]
+        raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))
+
+
+def load_experiment(path: str | Path) -> dict:
+    """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
+    (same folder) and only adds its own title and rendering."""
+    path = Path(path)
+    exp = read_yaml(path)
+    validate(exp, "experiment.schema.yaml", path)
+    if "runs_of" in exp:
+        owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
+        exp = {**owner, **exp}
+    return exp
+
+
+def resolve_experiment(exp: dict, scale: str) -> dict:
+    """The experiment at one scale: base settings with `scales[scale]` merged on top."""
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {SCALES}, got {scale!r}")
+    base = {k: v for k, v in exp.items() if k != "scales"}
+    out = deep_merge(base, exp.get("scales", {}).get(scale, {}))
+    out["scale"] = scale
+    out["methods"] = normalise_methods(out.get("methods", {}))
+    return out
+
+
+def normalise_methods(methods: list | dict) -> dict[str, dict]:
+    """Methods as {run name: spec}; a bare name means the head of that name with defaults."""
+    if isinstance(methods, list):
+        methods = {m: {} for m in methods}
+    out = {}
+    for name, spec in methods.items():
+        spec = dict(spec or {})
+        spec.setdefault("head", name)
+        out[name] = spec
+    return out
+
+
+def load_datasets(path: str | Path | None = None) -> dict[str, dict]:
+    path = Path(path) if path else ROOT / "config" / "datasets.yaml"
+    cat = read_yaml(path)
+    validate(cat, "datasets.schema.yaml", path)
+    for name, entry in cat.items():
+        entry["name"] = name
+    return cat
+
+
+def dataset_entry(name: str, catalogue: dict[str, dict]) -> dict:
+    if name not in catalogue:
+        raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(catalogue))} "
+                          "(add it to config/datasets.yaml)")
+    return catalogue[name]

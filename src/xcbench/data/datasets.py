@@ -1,0 +1,154 @@
+"""`prepare`: raw files -> one `dataset.npz` per dataset, and loaders of prepared data.
+
+The processed file holds plain arrays only (no pickle): sparse matrices as `<key>.data/.indices/
+.indptr/.shape`, and a JSON `meta` string (task, sizes, the split seed). One preparer is
+registered per raw `format` of config/datasets.yaml.
+
+Multi-label targets are CSR (indptr, indices) on disk and a padded (B, Lmax) LongTensor with -1
+in batches (`pad_labels`); single-label targets are a LongTensor (B,). Metrics and heads share
+this convention.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+import torch
+
+from xcbench.data import readers
+from xcbench.io import atomic_path
+from xcbench.registry import READERS
+from xcbench.seed import numpy_generator
+
+
+def save_npz(path: str | Path, arrays: dict, meta: dict) -> None:
+    flat = {"meta": np.array(json.dumps(meta, sort_keys=True))}
+    for k, v in arrays.items():
+        if sp.issparse(v):
+            v = v.tocsr()
+            flat.update({f"{k}.data": v.data, f"{k}.indices": v.indices, f"{k}.indptr": v.indptr,
+                         f"{k}.shape": np.asarray(v.shape)})
+        else:
+            flat[k] = np.asarray(v)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **flat)
+
+
+def load_npz(path: str | Path) -> tuple[dict, dict]:
+    with np.load(path, allow_pickle=False) as z:
+        files = dict(z.items())
+    meta = json.loads(str(files.pop("meta")))
+    out = {}
+    for k in sorted({k.rsplit(".", 1)[0] for k in files if k.endswith(".indptr")}):
+        out[k] = sp.csr_matrix((files.pop(f"{k}.data"), files.pop(f"{k}.indices"), files.pop(f"{k}.indptr")),
+                               shape=tuple(files.pop(f"{k}.shape")))
+    out.update(files)
+    return out, meta
+
+
+def split_rows(n: int, frac: float, seed: int, purpose: str) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed random split of range(n): (kept, held_out) index arrays, both sorted."""
+    perm = numpy_generator(seed, purpose).permutation(n)
+    k = int(round(n * frac))
+    return np.sort(perm[k:]), np.sort(perm[:k])
+
+
+def pad_labels(Y: sp.csr_matrix, rows: np.ndarray | None = None) -> torch.Tensor:
+    """CSR label rows -> (B, Lmax) LongTensor padded with -1."""
+    Y = Y if rows is None else Y[rows]
+    counts = np.diff(Y.indptr)
+    out = np.full((Y.shape[0], max(1, int(counts.max(initial=0)))), -1, np.int64)
+    out[np.repeat(np.arange(Y.shape[0]), counts), np.arange(Y.nnz) - np.repeat(Y.indptr[:-1], counts)] = Y.indices
+    return torch.from_numpy(out)
+
+
+def prepare(entry: dict, raw_dir: str | Path, out_path: str | Path) -> dict:
+    raw_dir = Path(raw_dir)
+    arrays, meta = READERS.get(entry["format"])(entry, raw_dir)
+    meta = {"dataset": entry["name"], "task": entry["task"], "format": entry["format"], **meta}
+    save_npz(out_path, arrays, meta)
+    return meta
+
+
+@READERS.register("xc_bow")
+def _prepare_xc_bow(entry: dict, raw: Path) -> tuple[dict, dict]:
+    files = entry["splits"]
+    if "all" in files:
+        X, Y = readers.read_xc_bow(raw / files["all"])
+        split = entry.get("split", {"test_frac": 0.2, "seed": 0})
+        tr, te = split_rows(X.shape[0], split["test_frac"], split["seed"], f"{entry['name']}/test-split")
+        parts = {"train": (X[tr], Y[tr]), "test": (X[te], Y[te])}
+        extra = {"test_split": split}
+    else:
+        parts = {s: readers.read_xc_bow(raw / files[s]) for s in ("train", "test")}
+        extra = {}
+    arrays = {f"{s}_{k}": m for s, (X, Y) in parts.items() for k, m in (("X", X), ("Y", Y))}
+    n_labels = parts["train"][1].shape[1]
+    meta = {"n_labels": n_labels, "n_features": parts["train"][0].shape[1],
+            **{f"n_{s}": X.shape[0] for s, (X, _) in parts.items()}, **extra}
+    return arrays, meta
+
+
+@READERS.register("lm_text")
+def _prepare_lm(entry: dict, raw: Path) -> tuple[dict, dict]:
+    ids, vocab = readers.read_lm_text({s: raw / f for s, f in entry["splits"].items()})
+    return ({f"{s}_tokens": v for s, v in ids.items()},
+            {"n_classes": len(vocab), "vocab": vocab, **{f"n_{s}": len(v) for s, v in ids.items()}})
+
+
+def _sequences(seqs: list[np.ndarray]) -> tuple[dict, dict]:
+    lengths = np.asarray([len(s) for s in seqs], np.int64)
+    items = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)
+    return ({"seq_items": items, "seq_indptr": np.concatenate([[0], np.cumsum(lengths)])},
+            {"n_users": len(seqs), "n_classes": int(items.max(initial=-1)) + 1, "n_interactions": int(items.size)})
+
+
+@READERS.register("interactions")
+def _prepare_interactions(entry: dict, raw: Path) -> tuple[dict, dict]:
+    f = entry.get("filters", {})
+    seqs = readers.read_interactions(raw / entry["splits"]["all"], f.get("min_rating"), f.get("k_core", 10),
+                                     f.get("max_len", 20))
+    arrays, meta = _sequences(seqs)
+    return arrays, {**meta, "filters": f, "time_ordered": True}
+
+
+@READERS.register("seq_lines")
+def _prepare_seq_lines(entry: dict, raw: Path) -> tuple[dict, dict]:
+    lines = readers.read_user_item_lines(raw / entry["splits"]["all"])
+    base = int(entry.get("item_id_base", 1))
+    arrays, meta = _sequences([lines[u] - base for u in sorted(lines)])
+    return arrays, {**meta, "time_ordered": True}
+
+
+@READERS.register("user_item_split")
+def _prepare_user_item_split(entry: dict, raw: Path) -> tuple[dict, dict]:
+    arrays, meta = {}, {"time_ordered": False}
+    for s in ("train", "test"):
+        lines = readers.read_user_item_lines(raw / entry["splits"][s])
+        a, m = _sequences([lines.get(u, np.zeros(0, np.int64)) for u in range(max(lines) + 1)])
+        arrays.update({f"{s}_{k}": v for k, v in a.items()})
+        meta[f"n_{s}_interactions"] = m["n_interactions"]
+        meta["n_classes"] = max(meta.get("n_classes", 0), m["n_classes"])
+        meta["n_users"] = max(meta.get("n_users", 0), m["n_users"])
+    return arrays, meta
+
+
+@READERS.register("implicit_mat")
+def _prepare_implicit_mat(entry: dict, raw: Path) -> tuple[dict, dict]:
+    mat = scipy.io.loadmat(raw / entry["splits"]["all"])
+    key = next(k for k, v in mat.items() if sp.issparse(v))
+    R = sp.csr_matrix(mat[key])
+    return {"interactions": R}, {"n_users": R.shape[0], "n_classes": R.shape[1], "n_interactions": int(R.nnz),
+                                 "time_ordered": False}
+
+
+@READERS.register("dense_npz")
+def _prepare_dense(entry: dict, raw: Path) -> tuple[dict, dict]:
+    with np.load(raw / entry["splits"]["all"], allow_pickle=False) as z:
+        arrays = dict(z.items())
+    return arrays, {"n_classes": int(arrays["train_y"].max()) + 1, "dim": int(arrays["train_x"].shape[1]),
+                    **{f"n_{k[:-2]}": int(len(v)) for k, v in arrays.items() if k.endswith("_y")}}

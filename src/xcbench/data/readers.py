@@ -1,0 +1,153 @@
+"""Readers of the raw formats the five papers' datasets come in.
+
+- Extreme Classification Repository bag-of-words text (`read_xc_bow`): a header line
+  `n_samples n_features n_labels`, then one line per sample `l1,l2,... f:v f:v ...` with 0-based
+  ids; a line may carry no labels (it starts with a space or directly with `f:v`). Returns scipy
+  CSR matrices X (n, d) float32 and Y (n, L) with ones.
+- Word-level LM text (`read_lm_text`, PTB and WikiText-2): whitespace tokens, `<eos>` appended to
+  every line, vocabulary built from the training split in order of first appearance.
+- Interaction logs (`read_interactions`, RecBole atomic `.inter`): (user, item, rating, timestamp)
+  rows -> per-user time-ordered item sequences, after the papers' filters (rating threshold,
+  k-core on users and items, last `max_len` items).
+- User/item line files (`read_user_item_lines`): `user item item ...` per line (LightGCN/KGAT
+  splits and S3-Rec/SASRec sequences).
+Malformed input raises `FormatError` naming the file and the 1-based line number.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class FormatError(ValueError):
+    """Malformed raw data; the message names file and line."""
+
+
+def _fail(path: Path, lineno: int, what: str, fix: str = "") -> FormatError:
+    return FormatError(f"{path}:{lineno}: {what}" + (f" ({fix})" if fix else ""))
+
+
+def read_xc_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    path = Path(path)
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().split()
+        if len(header) != 3 or not all(h.isdigit() for h in header):
+            raise _fail(path, 1, f"expected header 'n_samples n_features n_labels', got {' '.join(header)!r}",
+                        "is this an Extreme Classification Repository BOW file?")
+        n, d, L = map(int, header)
+        x_ptr, x_idx, x_val, y_ptr, y_idx = [0], [], [], [0], []
+        rows = 0
+        for lineno, line in enumerate(f, start=2):
+            if not line.strip():
+                continue
+            toks = line.split()
+            lab = "" if (line[0].isspace() or ":" in toks[0]) else toks[0]
+            feats = toks[1:] if lab else toks
+            if lab:
+                try:
+                    ls = [int(t) for t in lab.split(",") if t != ""]
+                except ValueError:
+                    raise _fail(path, lineno, f"bad label list {lab!r}", "labels are comma-separated integers") from None
+                if any(not 0 <= l < L for l in ls):
+                    raise _fail(path, lineno, f"label id out of range [0, {L})")
+                y_idx.extend(sorted(set(ls)))
+            for t in feats:
+                k, sep, v = t.partition(":")
+                try:
+                    fi, fv = int(k), float(v)
+                except ValueError:
+                    raise _fail(path, lineno, f"bad feature {t!r}", "features are written 'index:value'") from None
+                if not sep or not 0 <= fi < d:
+                    raise _fail(path, lineno, f"bad feature {t!r}", f"index must be in [0, {d})")
+                x_idx.append(fi)
+                x_val.append(fv)
+            x_ptr.append(len(x_idx))
+            y_ptr.append(len(y_idx))
+            rows += 1
+    if rows != n:
+        raise _fail(path, lineno if rows else 1, f"header says {n} samples but the file has {rows}",
+                    "the file may be truncated")
+    X = sp.csr_matrix((np.asarray(x_val, np.float32), np.asarray(x_idx, np.int64), np.asarray(x_ptr, np.int64)),
+                      shape=(n, d))
+    X.sum_duplicates()
+    Y = sp.csr_matrix((np.ones(len(y_idx), np.float32), np.asarray(y_idx, np.int64), np.asarray(y_ptr, np.int64)),
+                      shape=(n, L))
+    return X, Y
+
+
+def read_lm_text(paths: dict[str, str | Path]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Token ids per split and the vocabulary (train order of first appearance, `<eos>` included)."""
+    vocab: dict[str, int] = {}
+    out = {}
+    for split in ("train", *[s for s in paths if s != "train"]):
+        path = Path(paths[split])
+        ids = []
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                for w in line.split() + ["<eos>"]:
+                    if w not in vocab:
+                        if split != "train":
+                            raise _fail(path, lineno, f"word {w!r} is not in the training vocabulary",
+                                        "LM splits must share the training vocabulary (use <unk>)")
+                        vocab[w] = len(vocab)
+                    ids.append(vocab[w])
+        out[split] = np.asarray(ids, np.int64)
+    return out, list(vocab)
+
+
+def read_interactions(path: str | Path, min_rating: float | None, k_core: int, max_len: int) -> list[np.ndarray]:
+    """Time-ordered item sequences (ids remapped to 0..n-1) from a RecBole `.inter` file."""
+    path = Path(path)
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        cols = [h.split(":")[0] for h in header]
+        need = ("user_id", "item_id", "rating", "timestamp")
+        if any(c not in cols for c in need):
+            raise _fail(path, 1, f"header {header} lacks one of {need}", "expected a RecBole atomic .inter file")
+        pos = [cols.index(c) for c in need]
+        for lineno, line in enumerate(f, start=2):
+            parts = line.rstrip("\n").split("\t")
+            try:
+                u, i, r, t = (parts[p] for p in pos)
+                rows.append((u, i, float(r), float(t)))
+            except (IndexError, ValueError):
+                raise _fail(path, lineno, f"expected {len(header)} tab-separated fields, got {line.strip()!r}") from None
+    if min_rating is not None:
+        rows = [x for x in rows if x[2] > min_rating]
+    while True:  # k-core: drop users and items with fewer than k interactions until stable
+        uc, ic = Counter(x[0] for x in rows), Counter(x[1] for x in rows)
+        kept = [x for x in rows if uc[x[0]] >= k_core and ic[x[1]] >= k_core]
+        if len(kept) == len(rows):
+            break
+        rows = kept
+    items = {i: n for n, i in enumerate(sorted({x[1] for x in rows}, key=_natural))}
+    by_user: dict[str, list] = {}
+    for u, i, _, t in rows:
+        by_user.setdefault(u, []).append((t, items[i]))
+    return [np.asarray([i for _, i in sorted(v, key=lambda z: z[0])][-max_len:], np.int64)
+            for _, v in sorted(by_user.items(), key=lambda kv: _natural(kv[0]))]
+
+
+def read_user_item_lines(path: str | Path) -> dict[int, np.ndarray]:
+    path = Path(path)
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            toks = line.split()
+            if not toks:
+                continue
+            try:
+                ids = [int(t) for t in toks]
+            except ValueError:
+                raise _fail(path, lineno, f"non-integer id in {line.strip()[:60]!r}", "expected 'user item item ...'") from None
+            out[ids[0]] = np.asarray(ids[1:], np.int64)
+    return out
+
+
+def _natural(s: str):
+    return (0, int(s)) if s.isdigit() else (1, s)

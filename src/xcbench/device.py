@@ -1,0 +1,18 @@
+"""Device choice: `auto` picks CUDA when present and falls back to the CPU."""
+
+from __future__ import annotations
+
+import torch
+
+CHOICES = ("auto", "cpu", "cuda")
+
+
+def pick_device(pref: str = "auto") -> torch.device:
+    if pref not in CHOICES:
+        raise ValueError(f"device must be one of {CHOICES}, got {pref!r}")
+    if pref == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device: cuda was requested but torch.cuda.is_available() is False; "
+                           "use device: auto or cpu")
+    if pref == "auto":
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(pref)

@@ -1,0 +1,3 @@
+"""Fixed feature extractors (FEATURES) and trainable encoders (ENCODERS)."""
+
+from xcbench.features import encoders, tfidf_svd  # noqa: F401  (registers)

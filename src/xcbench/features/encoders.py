@@ -1,0 +1,41 @@
+"""Encoders h = f(x) over fixed features, trained jointly with the head.
+
+- `identity`: h = x (a linear classifier on the fixed features).
+- `mlp`: h = ReLU(dropout(x) A + a), one hidden layer (the intermediate layer of the sparse-layer
+  paper, Schultheis & Babbar 2023, section 4).
+Parameters are initialised from an explicit generator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from xcbench.registry import ENCODERS
+
+
+@ENCODERS.register("identity")
+class Identity(nn.Module):
+    def __init__(self, in_dim: int, gen: torch.Generator, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.out_dim = in_dim
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x)
+
+
+@ENCODERS.register("mlp")
+class MLP(nn.Module):
+    def __init__(self, in_dim: int, gen: torch.Generator, hidden: int = 512, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.out_dim = hidden
+        self.drop = nn.Dropout(dropout)
+        bound = 1.0 / math.sqrt(in_dim)
+        self.A = nn.Parameter(torch.empty(in_dim, hidden).uniform_(-bound, bound, generator=gen))  # (e, I)
+        self.a = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.drop(x) @ self.A + self.a)                                          # (B, I)

@@ -1,0 +1,60 @@
+"""The output-layer interface every method implements (DESIGN.md section 3).
+
+    loss(h, y, idx, gen) -> scalar    training loss of a batch; h (B, d) encoder output,
+                                      y (B,) or (B, Lmax) padded with -1, idx (B,) example ids
+                                      (per-example state such as SCENT's nu is indexed by idx)
+    scores(h) -> (B, C)               full logits, used for evaluation only
+    on_epoch_start(step)              hook: rebuild indices, refresh samplers
+    setup(stats)                      hook: training-set statistics (label counts, n) before fit
+
+Capabilities are class attributes (`multi_label`: accepts padded multi-label targets), so the
+training loop never branches on a method name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    multi_label = True
+
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator) -> None:
+        super().__init__()
+        self.in_dim, self.n_classes = in_dim, n_classes
+
+    def loss(self, h: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def scores(self, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def on_epoch_start(self, step: int) -> None:
+        pass
+
+    def setup(self, stats: dict) -> None:
+        pass
+
+
+class LinearHead(Head):
+    """A head with a dense class-embedding matrix W (C, d) and bias b (C,): o = h W^T + b."""
+
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None) -> None:
+        super().__init__(in_dim, n_classes, gen)
+        std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
+        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)      # (C, d)
+        self.b = nn.Parameter(torch.zeros(n_classes))                                   # (C,)
+
+    def scores(self, h: torch.Tensor) -> torch.Tensor:
+        return h @ self.W.T + self.b                                                    # (B, C)
+
+
+def multi_hot(y: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """(B,) or (B, Lmax) padded labels -> (B, C) float {0, 1}."""
+    y = y.unsqueeze(1) if y.dim() == 1 else y
+    out = torch.zeros(y.shape[0], n_classes + 1, device=y.device)
+    out.scatter_(1, torch.where(y >= 0, y, n_classes), 1.0)
+    return out[:, :n_classes]

@@ -1,0 +1,26 @@
+"""Full softmax cross-entropy over all C classes (the exact baseline of every paper).
+
+Single-label:  l_i = -log softmax(o_i)_{y_i},  o_i = W h_i + b.
+Multi-label:   l_i = -1/|y_i| sum_{l in y_i} log softmax(o_i)_l   (uniform target distribution over
+               the positives; rows with no label are skipped), the usual softmax baseline in XMC.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from xcbench.heads.base import LinearHead
+from xcbench.registry import HEADS
+
+
+@HEADS.register("full_softmax")
+class FullSoftmax(LinearHead):
+    def loss(self, h, y, idx, gen):
+        logp = torch.log_softmax(self.scores(h), 1)                                     # (B, C)
+        if y.dim() == 1:
+            return -logp.gather(1, y.unsqueeze(1)).mean()
+        mask = y >= 0                                                                   # (B, Lmax)
+        per = -(logp.gather(1, y.clamp(min=0)) * mask).sum(1)                           # (B,)
+        n = mask.sum(1)
+        keep = n > 0
+        return (per[keep] / n[keep]).mean()

@@ -1,0 +1,95 @@
+"""Name -> class registries, one per family of interchangeable parts.
+
+A method is added by writing one class and decorating it with `@FAMILY.register("key")`.
+The key is the only identifier of the method: the YAML key, the result path and the table row.
+Lookups of unknown names raise a `KeyError` listing every known name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+
+class UnknownNameError(KeyError):
+    """A registry lookup with a name nobody registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0])
+
+
+class Registry:
+    """A named mapping from keys to classes (or factory functions)."""
+
+    def __init__(self, family: str) -> None:
+        self.family = family
+        self._entries: dict[str, Any] = {}
+
+    def register(self, name: str) -> Callable[[Any], Any]:
+        def deco(obj: Any) -> Any:
+            if name in self._entries and self._entries[name] is not obj:
+                raise ValueError(f"{self.family} {name!r} is registered twice")
+            self._entries[name] = obj
+            obj.registry_name = name
+            return obj
+
+        return deco
+
+    def get(self, name: str) -> Any:
+        _import_builtin_modules()
+        try:
+            return self._entries[name]
+        except KeyError:
+            known = ", ".join(sorted(self._entries)) or "(none)"
+            raise UnknownNameError(
+                f"unknown {self.family} {name!r}; known {self.family}s: {known}"
+            ) from None
+
+    def build(self, name: str, **kwargs: Any) -> Any:
+        return self.get(name)(**kwargs)
+
+    def names(self) -> list[str]:
+        _import_builtin_modules()
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        _import_builtin_modules()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+HEADS = Registry("head")
+SAMPLERS = Registry("sampler")
+SELECTORS = Registry("selector")
+OPTIMIZERS = Registry("optimizer")
+ENCODERS = Registry("encoder")
+FEATURES = Registry("feature extractor")
+READERS = Registry("dataset format")
+GENERATORS = Registry("synthetic generator")
+TASKS = Registry("task")
+RENDERERS = Registry("renderer")
+
+_BUILTIN_MODULES = (
+    "xcbench.heads",
+    "xcbench.samplers",
+    "xcbench.selectors",
+    "xcbench.optim",
+    "xcbench.features",
+    "xcbench.data",
+    "xcbench.tasks",
+    "xcbench.reporting",
+)
+_imported = False
+
+
+def _import_builtin_modules() -> None:
+    """Import the packages whose modules register the built-in entries (once)."""
+    global _imported
+    if _imported:
+        return
+    _imported = True
+    import importlib
+
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(mod)

@@ -1,0 +1,69 @@
+"""Check a paper's qualitative claims against our cached results.
+
+`config/claims/<paper>.yaml` lists claims of the form  left OP factor * right, where each side is
+{method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
+checked on every dataset its artifact uses at the current scale. Each row reports the paper's
+number (as text, from the source), ours and a verdict: held / not held / not run.
+"""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+
+from xcbench.config import load_experiment, resolve_experiment, validate
+from xcbench.io import read_yaml, write_json, write_text
+from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.labels import pretty
+
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _side(side: dict, recs: list[dict], dataset: str) -> float | None:
+    if "value" in side:
+        return float(side["value"])
+    a = aggregate(recs, side.get("dataset", dataset), side["method"], side["metric"])
+    return None if a is None else a["mean"]
+
+
+def _describe(side: dict) -> str:
+    return str(side["value"]) if "value" in side else f"{pretty(side['method'])} {side['metric']}"
+
+
+def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
+                    scale: str) -> dict:
+    spec = read_yaml(claims_file)
+    validate(spec, "claims.schema.yaml", claims_file)
+    rows = []
+    for c in spec["claims"]:
+        exp = resolve_experiment(load_experiment(Path(experiments_dir) / f"{c['artifact']}.yaml"), scale)
+        recs = collect(results, exp)
+        datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
+        for d in datasets:
+            lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
+            factor = float(c.get("factor", 1.0))
+            if lv is None or rv is None:
+                verdict, ours = "not run", "–"
+            else:
+                verdict = "held" if OPS[c["op"]](lv, factor * rv) else "not held"
+                ours = f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+            rows.append({"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"),
+                         "ours": ours, "verdict": verdict, "scale": scale,
+                         "check": f"{_describe(c['left'])} {c['op']} {_describe(c['right'])}"})
+    return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows}
+
+
+def claims_markdown(res: dict) -> str:
+    n_held = sum(r["verdict"] == "held" for r in res["rows"])
+    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{len(res['rows'])} held.", "",
+             "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "
+              f"**{r['verdict']}** |" for r in res["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_claims(claims_file, experiments_dir, results, scale, out_md: str | Path) -> dict:
+    res = evaluate_claims(claims_file, experiments_dir, results, scale)
+    write_json(Path(out_md).with_suffix(".json"), res)
+    write_text(out_md, claims_markdown(res))
+    return res

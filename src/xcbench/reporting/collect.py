@@ -1,0 +1,46 @@
+"""Read cached results (`results/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<k>/metrics.json`)
+and aggregate over seeds: mean, sample standard deviation and the number of seeds."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from xcbench.io import read_json
+
+
+def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Path:
+    """Runs live under the artifact that trains them (`runs_of` lets a figure reuse a table's runs)."""
+    owner = exp.get("runs_of", exp["artifact"])
+    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / method / f"seed{seed}"
+
+
+def expected_runs(exp: dict) -> list[tuple[str, str, int]]:
+    return [(d, m, s) for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
+
+
+def collect(results: str | Path, exp: dict) -> list[dict]:
+    """One record per finished run of the experiment at its scale."""
+    out = []
+    for d, m, s in expected_runs(exp):
+        p = run_dir(results, exp, d, m, s) / "metrics.json"
+        if p.exists():
+            out.append({"dataset": d, "method": m, "seed": s, **read_json(p)})
+    return out
+
+
+def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
+    """mean/std/n over seeds of a scalar: a test metric, or any top-level number (wall_time_s)."""
+    vals = []
+    for r in records:
+        if r["dataset"] == dataset and r["method"] == method:
+            v = r["metrics"].get(metric, r.get(metric))
+            if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
+                v = r
+                for part in metric.split("."):
+                    v = v.get(part) if isinstance(v, dict) else None
+            if isinstance(v, (int, float)):
+                vals.append(float(v))
+    if not vals:
+        return None
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals)}

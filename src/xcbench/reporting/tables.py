@@ -1,0 +1,74 @@
+"""Table writers (CSV with full precision, GitHub Markdown, LaTeX booktabs) and the
+`metric_table` renderer: rows = methods, columns = dataset x metric, mean +- std over seeds."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from xcbench.io import write_text
+from xcbench.registry import RENDERERS
+from xcbench.reporting.captions import footer
+from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.labels import pretty
+
+
+def to_markdown(header: list[str], rows: list[list[str]], caption: str, foot: str) -> str:
+    lines = [f"**{caption}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines + ["", f"_{foot}_", ""])
+
+
+def _tex_escape(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                 ("±", r"$\pm$"), ("@", "@")):
+        s = s.replace(a, b)
+    return s
+
+
+def to_latex(header: list[str], rows: list[list[str]], caption: str, foot: str) -> str:
+    cols = "l" + "r" * (len(header) - 1)
+    body = [" & ".join(map(_tex_escape, r)) + r" \\" for r in rows]
+    return "\n".join([r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex_escape(caption)}}}",
+                      rf"\begin{{tabular}}{{{cols}}}", r"\toprule", " & ".join(map(_tex_escape, header)) + r" \\",
+                      r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
+                      rf"\par\footnotesize {_tex_escape(foot)}", r"\end{table}", ""])
+
+
+def to_csv(header: list[str], rows: list[list]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def fmt(agg: dict | None, scale: float, digits: int) -> str:
+    if agg is None:
+        return "–"
+    s = f"{agg['mean'] * scale:.{digits}f}"
+    return s + (f" ± {agg['std'] * scale:.{digits}f}" if agg["n"] > 1 else "")
+
+
+@RENDERERS.register("metric_table")
+def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    opts = exp["render"]
+    metrics, scale, digits = opts.get("metrics", ["P@1"]), 100.0 if opts.get("percent", True) else 1.0, \
+        opts.get("digits", 2)
+    recs = collect(results, exp)
+    header = ["Method"] + [f"{pretty(d)} {m}" for d in exp["datasets"] for m in metrics]
+    rows, long = [], []
+    for meth in exp["methods"]:
+        row = [pretty(meth)]
+        for d in exp["datasets"]:
+            for m in metrics:
+                a = aggregate(recs, d, meth, m)
+                row.append(fmt(a, scale, digits))
+                long.append([d, meth, m, *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
+        rows.append(row)
+    caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    write_text(f"{out}.md", to_markdown(header, rows, caption, foot))
+    write_text(f"{out}.tex", to_latex(header, rows, caption, foot))
+    write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))
+    return [Path(f"{out}.{e}") for e in ("md", "tex", "csv")]

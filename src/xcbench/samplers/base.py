@@ -1,0 +1,31 @@
+"""Proposal distributions q(c | h) for sampled softmax (interface; samplers come with their issues).
+
+Convention shared by every sampler and the sampled-softmax head:
+- m negatives are drawn i.i.d. *with replacement* from q(. | h);
+- `log_prob` is the exact, normalised log q of this proposal (tests compare it with brute force);
+- the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Sampler(nn.Module):
+    needs_index = False  # True: `update(class_emb)` must run before sampling
+
+    def __init__(self, n_classes: int) -> None:
+        super().__init__()
+        self.n_classes = n_classes
+
+    def update(self, class_emb: torch.Tensor) -> None:
+        """Rebuild the index from the current class embeddings (k-means, tree, hash); default no-op."""
+
+    def sample(self, h: torch.Tensor, m: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids (B, m) long and their log q (B, m)."""
+        raise NotImplementedError
+
+    def log_prob(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Exact log q(ids | h), same shape as ids."""
+        raise NotImplementedError

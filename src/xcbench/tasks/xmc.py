@@ -1,0 +1,64 @@
+"""Multi-label extreme classification over fixed features (XC repository datasets).
+
+Data: features h (from `data/features/<ds>/<extractor><dim>.pt`) and CSR labels from the prepared
+dataset. A validation split of `val_frac` of the training rows is held out with `split_seed` (model
+selection and LR schedules never see the test split). Metrics: P@k, nDCG@k, PSP@k (Jain et al.
+propensities with the dataset's A, B) and R@k for k in {1, 3, 5}, from full scores in batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from xcbench import metrics as M
+from xcbench.data.datasets import load_npz, pad_labels, split_rows
+from xcbench.registry import TASKS
+from xcbench.tasks.base import Task, shuffled_batches
+
+KS = (1, 3, 5)
+
+
+@TASKS.register("xmc")
+class XMCTask(Task):
+    selection_metric = "P@1"
+
+    def __init__(self, exp: dict, entry: dict, processed: str, features: str, device: torch.device,
+                 seed: int) -> None:
+        arrays, meta = load_npz(processed)
+        feats = torch.load(features, weights_only=True)
+        self.device = device
+        val_frac, split_seed = exp.get("val_frac", 0.1), exp.get("split_seed", 0)
+        tr, va = split_rows(arrays["train_Y"].shape[0], val_frac, split_seed, f"{entry['name']}/val-split")
+        Ytr, Yte = arrays["train_Y"], arrays["test_Y"]
+        self.x = {"train": feats["train"][tr], "val": feats["train"][va], "test": feats["test"]}
+        self.y = {"train": pad_labels(Ytr, tr), "val": pad_labels(Ytr, va), "test": pad_labels(Yte)}
+        self.in_dim = self.x["train"].shape[1]
+        self.n_classes = int(meta["n_labels"])
+        counts = torch.from_numpy(np.bincount(Ytr[tr].indices, minlength=self.n_classes))
+        psp = entry.get("psp", {"A": 0.55, "B": 1.5})
+        self.inv_prop = M.jain_inverse_propensity(counts, len(tr), psp["A"], psp["B"])
+        self.stats = {"label_counts": counts, "n_train": len(tr)}
+        self.info = {"n_train": len(tr), "n_val": len(va), "n_test": int(Yte.shape[0]), "val_frac": val_frac,
+                     "split_seed": split_seed, "n_classes": self.n_classes, "in_dim": self.in_dim,
+                     "feature_meta": feats.get("meta", {})}
+
+    def n_train_batches(self, batch_size: int) -> int:
+        return -(-self.x["train"].shape[0] // batch_size)
+
+    def train_batches(self, batch_size, gen):
+        for b in shuffled_batches(self.x["train"].shape[0], batch_size, gen):
+            yield self.x["train"][b].to(self.device), self.y["train"][b].to(self.device), b.to(self.device)
+
+    @torch.no_grad()
+    def evaluate(self, model, split, batch_size: int = 1024):
+        x, y = self.x[split], self.y[split]
+        top = torch.cat([model.scores(x[s:s + batch_size].to(self.device)).topk(max(KS), 1).indices.cpu()
+                         for s in range(0, x.shape[0], batch_size)])                      # (n, 5)
+        out = {}
+        for k in KS:
+            out[f"P@{k}"] = M.precision_at_k(top, y, k)
+            out[f"nDCG@{k}"] = M.ndcg_at_k(top, y, k)
+            out[f"PSP@{k}"] = M.psp_at_k(top, y, self.inv_prop, k)
+            out[f"R@{k}"] = M.recall_at_k(top, y, k)
+        return out

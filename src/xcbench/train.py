@@ -1,0 +1,186 @@
+"""The method-agnostic training loop: `fit()` over any Head, `run()` for one result folder.
+
+Per epoch: set the scheduled learning rate, call `head.on_epoch_start`, run the batches (order
+from an explicit generator), evaluate on the validation split, append to the history and save a
+checkpoint atomically. A rerun finds the checkpoint and resumes after the last finished epoch
+with identical model, optimizer, generator and global-RNG state, so an interrupted run resumed
+gives the same final metrics as an uninterrupted one. A non-finite loss stops the run with an
+error naming epoch, step and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import platform
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from xcbench import __version__
+from xcbench.config import ROOT, deep_merge
+from xcbench.io import torch_save, write_json, write_text, write_yaml
+from xcbench.optim.weights import schedule
+from xcbench.registry import ENCODERS, HEADS, OPTIMIZERS
+from xcbench.seed import seed_global, torch_generator
+
+CHECKPOINT = "checkpoint.pt"
+
+
+class TrainingDiverged(FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+class Model(nn.Module):
+    """encoder h = f(x) followed by a head; the loop sees only `loss` and `scores`."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def loss(self, x, y, idx, gen):
+        return self.head.loss(self.encoder(x), y, idx, gen)
+
+    def scores(self, x):
+        return self.head.scores(self.encoder(x))
+
+
+def build_model(model_cfg: dict, head_name: str, head_params: dict, in_dim: int, n_classes: int,
+                seed: int) -> Model:
+    gen = torch_generator(seed, "init")
+    enc_cfg = dict(model_cfg.get("encoder", {"name": "identity"}))
+    encoder = ENCODERS.get(enc_cfg.pop("name"))(in_dim, gen, **enc_cfg)
+    head = HEADS.get(head_name)(encoder.out_dim, n_classes, gen, **head_params)
+    return Model(encoder, head)
+
+
+def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> dict:
+    nbytes = lambda ts: int(sum(t.numel() * t.element_size() for t in ts))  # noqa: E731
+    params = list(model.parameters()) + list(model.buffers())
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    rep = {"param_bytes": nbytes(params),
+           "grad_bytes": nbytes(p for p in model.parameters() if p.requires_grad),
+           "optimizer_state_bytes": nbytes(state),
+           "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    rep["analytic_bytes"] = rep["param_bytes"] + rep["grad_bytes"] + rep["optimizer_state_bytes"]
+    if device.type == "cuda":
+        rep["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    return rep
+
+
+def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
+        interrupt_after: int | None = None) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
+    opt = OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
+                                                             **train_cfg.get("optimizer_params", {}))
+    lr_at = schedule(train_cfg.get("schedule", "constant"))
+    gen = torch_generator(seed, "batches")
+    loss_gen = torch_generator(seed, "loss", device)
+    seed_global(seed)
+    history, start, elapsed = [], 0, 0.0
+    ckpt_path = out_dir / CHECKPOINT
+    if ckpt_path.exists():
+        ck = torch.load(ckpt_path, weights_only=True, map_location=device)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        gen.set_state(ck["gen"])
+        loss_gen.set_state(ck["loss_gen"])
+        torch.set_rng_state(ck["global_rng"])
+        history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
+        print(f"resuming {out_dir} after epoch {start}/{epochs}")
+    model.to(device)
+    if hasattr(model.head, "setup"):
+        model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+    nb = task.n_train_batches(bs)
+    for epoch in tqdm(range(start, epochs), desc=f"train {out_dir.name}", unit="epoch", initial=start,
+                      total=epochs, disable=None):
+        t0 = time.perf_counter()
+        lr = train_cfg["lr"] * lr_at(epoch, epochs)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        model.train()
+        model.head.on_epoch_start(epoch * nb)
+        total, count = 0.0, 0
+        for step, (x, y, idx) in enumerate(tqdm(task.train_batches(bs, gen), total=nb, leave=False,
+                                                desc=f"epoch {epoch + 1}", disable=None)):
+            loss = model.loss(x, y, idx, loss_gen)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"{out_dir}: training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}; "
+                    f"lower train.lr (now {lr:g}) or check the input features for NaN/inf")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, count = total + loss.item() * x.shape[0], count + x.shape[0]
+        model.eval()
+        val = task.evaluate(model, "val")
+        dt = time.perf_counter() - t0
+        elapsed += dt
+        history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
+                        **{f"val_{k}": v for k, v in val.items()}})
+        torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
+                               "loss_gen": loss_gen.get_state(), "global_rng": torch.get_rng_state(),
+                               "history": history, "epoch": epoch + 1, "elapsed": elapsed})
+        if interrupt_after is not None and epoch + 1 == interrupt_after:
+            raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
+    model.eval()
+    test = task.evaluate(model, "test")
+    return {"test": test, "history": history, "wall_time_s": elapsed,
+            "time_per_epoch_s": float(np.mean([h["epoch_time_s"] for h in history])) if history else 0.0,
+            "memory": memory_report(model, opt, device)}
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def history_csv(history: list[dict]) -> str:
+    buf = io.StringIO()
+    keys = list(dict.fromkeys(k for h in history for k in h))
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(history)
+    return buf.getvalue()
+
+
+def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
+        interrupt_after: int | None = None) -> dict:
+    """Train one (dataset, method, seed) of an experiment and write its result folder."""
+    out_dir = Path(out_dir)
+    spec = exp["methods"][method]
+    train_cfg = deep_merge(exp.get("train", {}), spec.get("train", {}))
+    model_cfg = deep_merge(exp.get("model", {}), spec.get("model", {}))
+    resolved = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
+                "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
+                "train": train_cfg, "model": model_cfg, "task": exp["task"], "data": task.info}
+    write_yaml(out_dir / "config.resolved.yaml", resolved)
+    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
+    res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
+    curves = {k: [h[k] for h in res["history"]] for k in res["history"][0] if k != "epoch_time_s"} \
+        if res["history"] else {}
+    metrics = {"metrics": res["test"], "val": {k[4:]: v for k, v in res["history"][-1].items() if k.startswith("val_")}
+               if res["history"] else {}, "curves": curves, "epochs": len(res["history"]),
+               "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
+               "memory": res["memory"], "device": str(device), "seed": seed, "dataset": dataset, "method": method,
+               "scale": exp["scale"], "git_commit": git_commit(),
+               "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
+                            "python": platform.python_version()}}
+    write_text(out_dir / "history.csv", history_csv(res["history"]))
+    write_json(out_dir / "metrics.json", metrics)
+    if not exp.get("keep_checkpoint", False):
+        (out_dir / CHECKPOINT).unlink(missing_ok=True)
+    if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
+        raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
+    return metrics

@@ -1,0 +1,77 @@
+# Helpers shared by all rules: config validation, experiment files, expected outputs.
+import glob
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from xcbench.config import load_experiment, resolve_experiment
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+PY = sys.executable  # the interpreter running snakemake (a bare `python` may be another one)
+ENV = "../envs/xcbench.yaml"  # for --lint and --sdm conda users; ignored otherwise
+SCALE = config["scale"]
+DATA = config["data"]["root"]
+RESULTS = config["results"]
+FIG = config["figures"]
+DEVICE = config["device"]
+MIRRORS = " ".join(f"--mirror {m}" for m in config["data"]["mirrors"])
+
+
+def experiment_file(paper, artifact):
+    return f"config/experiments/{paper}/{artifact}.yaml"
+
+
+def experiment(paper, artifact, scale=SCALE):
+    return resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
+
+
+def artifacts_of(paper):
+    names = [Path(f).stem for f in sorted(glob.glob(f"config/experiments/{paper}/*.yaml"))]
+    if not names:
+        raise ValueError(f"config: paper {paper!r} has no experiment files in config/experiments/{paper}/")
+    wanted = config["artifacts"].get(paper)
+    return [a for a in names if wanted is None or a in wanted]
+
+
+EXPS = {(p, a): experiment(p, a) for p in config["papers"] for a in artifacts_of(p)}
+KIND_EXT = {"table": ["md", "csv", "tex"], "figure": ["png", "pdf"]}
+
+
+def artifact_files(paper, artifact):
+    exp = EXPS[(paper, artifact)]
+    return [f"{FIG}/{paper}/{artifact}.{e}" for e in KIND_EXT[exp["render"]["kind"]]]
+
+
+def run_metrics(paper, artifact, scale=SCALE):
+    exp = EXPS.get((paper, artifact)) if scale == SCALE else None
+    exp = exp or experiment(paper, artifact, scale)
+    owner = exp.get("runs_of", artifact)
+    return [f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{m}/seed{s}/metrics.json"
+            for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
+
+
+def features_file(exp, dataset):
+    f = exp.get("features")
+    return f"{DATA}/features/{dataset}/{f['extractor']}{f.get('dim', 512)}.pt" if f else None
+
+
+def train_inputs(w):
+    exp = experiment(w.paper, w.artifact, w.scale)
+    out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz", "experiment": experiment_file(w.paper, w.artifact)}
+    if features_file(exp, w.dataset):
+        out["features"] = features_file(exp, w.dataset)
+    return out
+
+
+def names_of_kind(kind):
+    names = [a for (p, a), e in EXPS.items() if e["render"]["kind"] == kind]
+    return "|".join(names) if names else "__none__"
+
+
+ALL_TARGETS = (
+    [f for (p, a) in EXPS for f in artifact_files(p, a)]
+    + [f"{FIG}/{p}/claims.md" for p in config["papers"] if Path(f"config/claims/{p}.yaml").exists()]
+    + [f"{FIG}/REPORT.md"]
+)

@@ -1,0 +1,30 @@
+# Raw data (mirrors, URLs or a synthetic generator) -> one prepared .npz per dataset.
+
+
+rule fetch:
+    output:
+        f"{DATA}/raw/{{dataset}}/manifest.json",
+    params:
+        out=lambda w: f"{DATA}/raw/{w.dataset}",
+        mirrors=MIRRORS,
+    log:
+        "logs/fetch/{dataset}.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench fetch --dataset {wildcards.dataset} --out {params.out} {params.mirrors} > {log} 2>&1"
+
+
+rule prepare:
+    input:
+        f"{DATA}/raw/{{dataset}}/manifest.json",
+    output:
+        f"{DATA}/processed/{{dataset}}/dataset.npz",
+    params:
+        raw=lambda w: f"{DATA}/raw/{w.dataset}",
+    log:
+        "logs/prepare/{dataset}.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench prepare --dataset {wildcards.dataset} --raw {params.raw} --out {output} > {log} 2>&1"

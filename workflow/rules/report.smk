@@ -1,0 +1,73 @@
+# Tables, figures, claims and the report, rendered from cached results only.
+
+
+rule table:
+    input:
+        runs=lambda w: run_metrics(w.paper, w.artifact),
+        experiment=lambda w: experiment_file(w.paper, w.artifact),
+    output:
+        md=f"{FIG}/{{paper}}/{{artifact}}.md",
+        csv=f"{FIG}/{{paper}}/{{artifact}}.csv",
+        tex=f"{FIG}/{{paper}}/{{artifact}}.tex",
+    wildcard_constraints:
+        artifact=names_of_kind("table"),
+    params:
+        out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
+    log:
+        "logs/render/{paper}/{artifact}.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench render --experiment {input.experiment} --scale {SCALE} --results {RESULTS} "
+        "--out {params.out} > {log} 2>&1"
+
+
+rule figure:
+    input:
+        runs=lambda w: run_metrics(w.paper, w.artifact),
+        experiment=lambda w: experiment_file(w.paper, w.artifact),
+    output:
+        png=report(f"{FIG}/{{paper}}/{{artifact}}.png", category="{paper}", caption="../report/figure.rst"),
+        pdf=f"{FIG}/{{paper}}/{{artifact}}.pdf",
+        caption=f"{FIG}/{{paper}}/{{artifact}}.caption.md",
+    wildcard_constraints:
+        artifact=names_of_kind("figure"),
+    params:
+        out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
+    log:
+        "logs/render/{paper}/{artifact}.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench render --experiment {input.experiment} --scale {SCALE} --results {RESULTS} "
+        "--out {params.out} > {log} 2>&1"
+
+
+rule claims:
+    input:
+        claims="config/claims/{paper}.yaml",
+        artifacts=lambda w: [f for (p, a) in EXPS if p == w.paper for f in artifact_files(p, a)],
+    output:
+        md=f"{FIG}/{{paper}}/claims.md",
+        json=f"{FIG}/{{paper}}/claims.json",
+    log:
+        "logs/claims/{paper}.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench claims --claims {input.claims} --experiments config/experiments/{wildcards.paper} "
+        "--scale {SCALE} --results {RESULTS} --out {output.md} > {log} 2>&1"
+
+
+rule report:
+    input:
+        claims=[f"{FIG}/{p}/claims.json" for p in config["papers"] if Path(f"config/claims/{p}.yaml").exists()],
+        artifacts=[f"{FIG}/{p}/{a}.{'md' if e['render']['kind'] == 'table' else 'png'}" for (p, a), e in EXPS.items()],
+    output:
+        f"{FIG}/REPORT.md",
+    log:
+        "logs/report.log",
+    conda:
+        ENV
+    shell:
+        "{PY} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output} > {log} 2>&1"
