@@ -37,7 +37,7 @@ def n_labels(y: torch.Tensor) -> torch.Tensor:
 
 
 def precision_at_k(topk: torch.Tensor, y: torch.Tensor, k: int) -> float:
-    return hits(topk[:, :k], y).float().sum(1).div(k).mean().item()
+    return hits(topk[:, :k], y).double().sum(1).div(k).mean().item()
 
 
 def _discount(k: int, device) -> torch.Tensor:

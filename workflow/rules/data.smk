@@ -5,6 +5,7 @@ rule fetch:
     output:
         f"{DATA}/raw/{{dataset}}/manifest.json",
     params:
+        py=PY,
         out=lambda w: f"{DATA}/raw/{w.dataset}",
         mirrors=MIRRORS,
     log:
@@ -12,7 +13,7 @@ rule fetch:
     conda:
         ENV
     shell:
-        "{PY} -m xcbench fetch --dataset {wildcards.dataset} --out {params.out} {params.mirrors} > {log} 2>&1"
+        "{params.py} -m xcbench fetch --dataset {wildcards.dataset} --out {params.out} {params.mirrors} > {log} 2>&1"
 
 
 rule prepare:
@@ -21,10 +22,11 @@ rule prepare:
     output:
         f"{DATA}/processed/{{dataset}}/dataset.npz",
     params:
+        py=PY,
         raw=lambda w: f"{DATA}/raw/{w.dataset}",
     log:
         "logs/prepare/{dataset}.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench prepare --dataset {wildcards.dataset} --raw {params.raw} --out {output} > {log} 2>&1"
+        "{params.py} -m xcbench prepare --dataset {wildcards.dataset} --raw {params.raw} --out {output} > {log} 2>&1"

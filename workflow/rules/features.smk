@@ -9,10 +9,12 @@ rule features:
     wildcard_constraints:
         extractor="[a-z_]+",
         dim=r"\d+",
+    params:
+        py=PY,
     log:
         "logs/features/{dataset}/{extractor}{dim}.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench features --dataset {wildcards.dataset} --processed {input} "
+        "{params.py} -m xcbench features --dataset {wildcards.dataset} --processed {input} "
         "--extractor {wildcards.extractor} --dim {wildcards.dim} --out {output} > {log} 2>&1"

@@ -12,13 +12,16 @@ rule table:
     wildcard_constraints:
         artifact=names_of_kind("table"),
     params:
+        py=PY,
+        scale=SCALE,
+        results=RESULTS,
         out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
     log:
         "logs/render/{paper}/{artifact}.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench render --experiment {input.experiment} --scale {SCALE} --results {RESULTS} "
+        "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} --results {params.results} "
         "--out {params.out} > {log} 2>&1"
 
 
@@ -33,13 +36,16 @@ rule figure:
     wildcard_constraints:
         artifact=names_of_kind("figure"),
     params:
+        py=PY,
+        scale=SCALE,
+        results=RESULTS,
         out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
     log:
         "logs/render/{paper}/{artifact}.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench render --experiment {input.experiment} --scale {SCALE} --results {RESULTS} "
+        "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} --results {params.results} "
         "--out {params.out} > {log} 2>&1"
 
 
@@ -50,13 +56,17 @@ rule claims:
     output:
         md=f"{FIG}/{{paper}}/claims.md",
         json=f"{FIG}/{{paper}}/claims.json",
+    params:
+        py=PY,
+        scale=SCALE,
+        results=RESULTS,
     log:
         "logs/claims/{paper}.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench claims --claims {input.claims} --experiments config/experiments/{wildcards.paper} "
-        "--scale {SCALE} --results {RESULTS} --out {output.md} > {log} 2>&1"
+        "{params.py} -m xcbench claims --claims {input.claims} --experiments config/experiments/{wildcards.paper} "
+        "--scale {params.scale} --results {params.results} --out {output.md} > {log} 2>&1"
 
 
 rule report:
@@ -65,9 +75,11 @@ rule report:
         artifacts=[f"{FIG}/{p}/{a}.{'md' if e['render']['kind'] == 'table' else 'png'}" for (p, a), e in EXPS.items()],
     output:
         f"{FIG}/REPORT.md",
+    params:
+        py=PY,
     log:
         "logs/report.log",
     conda:
         ENV
     shell:
-        "{PY} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output} > {log} 2>&1"
+        "{params.py} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output} > {log} 2>&1"

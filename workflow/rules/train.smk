@@ -14,6 +14,8 @@ rule train:
         method="[^/]+",
         seed=r"\d+",
     params:
+        py=PY,
+        device=DEVICE,
         features=lambda w, input: f"--features {input.features}" if "features" in input.keys() else "",
         out=lambda w, output: str(Path(output.metrics).parent),
     resources:
@@ -24,6 +26,6 @@ rule train:
     conda:
         ENV
     shell:
-        "{PY} -m xcbench train --experiment {input.experiment} --scale {wildcards.scale} "
+        "{params.py} -m xcbench train --experiment {input.experiment} --scale {wildcards.scale} "
         "--dataset {wildcards.dataset} --method {wildcards.method} --seed {wildcards.seed} "
-        "--processed {input.processed} {params.features} --device {DEVICE} --out {params.out} > {log} 2>&1"
+        "--processed {input.processed} {params.features} --device {params.device} --out {params.out} > {log} 2>&1"

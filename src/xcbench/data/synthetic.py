@@ -110,7 +110,7 @@ def synthetic_lm(out: Path, seed: int, vocab: int, tokens: dict, zipf: float = 1
     uni_cdf = np.cumsum(_zipf(vocab, zipf))
     succ = np.minimum(np.searchsorted(uni_cdf, rng.random((vocab, successors))), vocab - 1)  # (V, s)
     succ_cdf = np.cumsum(rng.dirichlet(np.full(successors, 0.3), size=vocab), axis=1)        # (V, s)
-    files = []
+    seqs = {}
     for split, n in tokens.items():  # {"train": .., "valid": .., "test": ..}
         u, coin = rng.random(n), rng.random(n)
         uni = np.minimum(np.searchsorted(uni_cdf, rng.random(n)), vocab - 1)
@@ -123,8 +123,16 @@ def synthetic_lm(out: Path, seed: int, vocab: int, tokens: dict, zipf: float = 1
                 j = min(int(np.searchsorted(succ_cdf[prev], u[t])), successors - 1)
                 prev = succ[prev, j]
             seq[t] = prev
-        _write_lines(out / f"{split}.txt",
-                     (" ".join(f"w{w}" for w in seq[s:s + line_len]) for s in range(0, n, line_len)))
+        seqs[split] = seq
+    # as in PTB: words seen fewer than twice in train become <unk> everywhere (and <unk> occurs in train)
+    counts = np.bincount(seqs["train"], minlength=vocab)
+    words = np.array([f"w{w}" if counts[w] >= 2 else "<unk>" for w in range(vocab)], dtype=object)
+    files = []
+    for split, seq in seqs.items():
+        toks = words[seq]
+        if split == "train" and "<unk>" not in set(toks):
+            toks[-1] = "<unk>"
+        _write_lines(out / f"{split}.txt", (" ".join(toks[s:s + line_len]) for s in range(0, len(toks), line_len)))
         files.append(f"{split}.txt")
     return files
 

@@ -1,0 +1,53 @@
+"""Shared fixtures: tiny synthetic datasets prepared into a temporary folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xcbench.config import load_datasets
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def catalogue():
+    return load_datasets()
+
+
+@pytest.fixture(scope="session")
+def tiny_xmc(tmp_path_factory, catalogue):
+    """synthetic-xmc-tiny generated, prepared and featurised: (processed.npz, features.pt, entry)."""
+    import torch
+
+    from xcbench.data.datasets import load_npz, prepare
+    from xcbench.data.synthetic import generate
+    from xcbench.features.tfidf_svd import TfidfSVD
+
+    root = tmp_path_factory.mktemp("tiny_xmc")
+    entry = catalogue["synthetic-xmc-tiny"]
+    generate(entry, root / "raw")
+    prepare(entry, root / "raw", root / "dataset.npz")
+    arrays, meta = load_npz(root / "dataset.npz")
+    feats, fmeta = TfidfSVD(dim=16).extract(arrays, meta)
+    torch.save({**feats, "meta": fmeta}, root / "feats.pt")
+    return root / "dataset.npz", root / "feats.pt", entry
+
+
+TINY_EXP = {
+    "paper": "test", "artifact": "unit", "task": "xmc", "title": "t", "scale": "tiny",
+    "render": {"kind": "table", "renderer": "metric_table"},
+    "datasets": ["synthetic-xmc-tiny"], "seeds": [0],
+    "methods": {"full_softmax": {"head": "full_softmax"}},
+    "model": {"encoder": {"name": "mlp", "hidden": 16, "dropout": 0.1}},
+    "train": {"epochs": 3, "batch_size": 64, "lr": 0.01, "optimizer": "adam", "schedule": "cosine"},
+    "val_frac": 0.1, "split_seed": 0,
+}
+
+
+@pytest.fixture
+def tiny_exp():
+    import copy
+
+    return copy.deepcopy(TINY_EXP)

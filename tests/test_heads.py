@@ -1,0 +1,63 @@
+"""Every registered head: shapes, finite loss and gradients; exact formulas for the dense heads."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from xcbench.heads.base import multi_hot
+from xcbench.registry import HEADS
+
+B, D, C = 6, 5, 11
+
+
+def _batch(multi: bool):
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(B, D, generator=g)
+    y = torch.tensor([[1, 3], [0, -1], [10, 2], [4, -1], [5, 6], [-1, -1]]) if multi else torch.randint(0, C, (B,), generator=g)
+    return h, y, torch.arange(B)
+
+
+@pytest.mark.parametrize("name", HEADS.names())
+@pytest.mark.parametrize("multi", [False, True])
+def test_every_head_interface(name, multi):
+    cls = HEADS.get(name)
+    if multi and not cls.multi_label:
+        pytest.skip("single-label head")
+    head = cls(D, C, torch.Generator().manual_seed(1))
+    h, y, idx = _batch(multi)
+    head.setup({"label_counts": torch.ones(C, dtype=torch.long), "n_train": 100})
+    head.on_epoch_start(0)
+    loss = head.loss(h, y, idx, torch.Generator().manual_seed(2))
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in head.parameters() if p.requires_grad)
+    assert head.scores(h).shape == (B, C)
+
+
+def test_multi_hot():
+    y = torch.tensor([[1, 3], [0, -1]])
+    assert multi_hot(y, 4).tolist() == [[0, 1, 0, 1], [1, 0, 0, 0]]
+    assert multi_hot(torch.tensor([2]), 3).tolist() == [[0, 0, 1]]
+
+
+def test_full_softmax_formulas():
+    head = HEADS.get("full_softmax")(D, C, torch.Generator().manual_seed(1))
+    h, y, idx = _batch(False)
+    assert torch.allclose(head.loss(h, y, idx, None), F.cross_entropy(head.scores(h), y))
+    h, y, idx = _batch(True)
+    logp = torch.log_softmax(head.scores(h), 1)
+    want = [-(logp[i, [l for l in row if l >= 0]]).mean() for i, row in enumerate(y.tolist()) if max(row) >= 0]
+    assert torch.allclose(head.loss(h, y, idx, None), torch.stack(want).mean())
+
+
+def test_ova_formulas():
+    h, y, idx = _batch(True)
+    t = multi_hot(y, C)
+    sq = HEADS.get("sq_hinge")(D, C, torch.Generator().manual_seed(1))
+    o = sq.scores(h)
+    want = sum(max(0.0, 1 - (2 * t[i, l].item() - 1) * o[i, l].item()) ** 2 for i in range(B) for l in range(C)) / (B * C)
+    assert sq.loss(h, y, idx, None).item() == pytest.approx(want, rel=1e-5)
+    bce = HEADS.get("bce")(D, C, torch.Generator().manual_seed(1))
+    o = bce.scores(h)
+    want = (F.softplus(o) - t * o).mean()
+    assert bce.loss(h, y, idx, None).item() == pytest.approx(want.item(), rel=1e-5)

@@ -1,0 +1,89 @@
+"""Tables, figures, claims and the report rendered from a fake results tree."""
+
+import pytest
+
+from xcbench.io import write_json, write_yaml
+from xcbench.reporting.claims import evaluate_claims
+from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.report import write_report
+from xcbench.registry import RENDERERS
+
+EXP = {"paper": "p", "artifact": "t", "title": "T", "task": "xmc", "scale": "quick",
+       "render": {"kind": "table", "renderer": "metric_table", "metrics": ["P@1"], "percent": True},
+       "datasets": ["d1", "d2"], "seeds": [0, 1], "methods": {"m1": {"head": "m1"}, "m2": {"head": "m2"}},
+       "train": {"epochs": 2, "batch_size": 8, "lr": 0.1}}
+VALUES = {("d1", "m1"): [0.5, 0.7], ("d1", "m2"): [0.4, 0.4], ("d2", "m1"): [0.2, 0.2]}  # d2/m2 missing
+
+
+@pytest.fixture
+def results(tmp_path):
+    for (d, m), vals in VALUES.items():
+        for s, v in enumerate(vals):
+            write_json(tmp_path / "quick" / "p" / "t" / d / m / f"seed{s}" / "metrics.json",
+                       {"metrics": {"P@1": v}, "curves": {"val_P@1": [v / 2, v]}, "wall_time_s": 1.0 + s})
+    return tmp_path
+
+
+def test_collect_and_aggregate(results):
+    recs = collect(results, EXP)
+    assert len(recs) == 6
+    a = aggregate(recs, "d1", "m1", "P@1")
+    assert a["mean"] == pytest.approx(0.6) and a["std"] == pytest.approx(0.1414213, rel=1e-5) and a["n"] == 2
+    assert aggregate(recs, "d2", "m2", "P@1") is None
+    assert aggregate(recs, "d1", "m1", "wall_time_s")["mean"] == pytest.approx(1.5)
+
+
+def test_metric_table_outputs(results, tmp_path, catalogue):
+    out = tmp_path / "fig" / "t"
+    RENDERERS.get("metric_table")(EXP, str(results), str(out), catalogue)
+    md = (tmp_path / "fig" / "t.md").read_text()
+    assert "| m1 | 60.00 ± 14.14 | 20.00 ± 0.00 |" in md and "| m2 | 40.00 ± 0.00 | – |" in md
+    assert "Scale: quick" in md and "Seeds: 0, 1" in md
+    tex = (tmp_path / "fig" / "t.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
+    csv = (tmp_path / "fig" / "t.csv").read_text().splitlines()
+    assert csv[0] == "dataset,method,metric,mean,std,n_seeds" and len(csv) == 5
+
+
+def test_curves_figure(results, tmp_path, catalogue):
+    exp = {**EXP, "render": {"kind": "figure", "renderer": "curves", "curve": "val_P@1"}}
+    paths = RENDERERS.get("curves")(exp, str(results), str(tmp_path / "f"), catalogue)
+    assert {p.suffix for p in paths} == {".png", ".pdf", ".md"}
+    png1 = (tmp_path / "f.png").read_bytes()
+    RENDERERS.get("curves")(exp, str(results), str(tmp_path / "f"), catalogue)
+    assert (tmp_path / "f.png").read_bytes() == png1  # byte-stable rerender
+    assert png1[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_claims_verdicts(results, tmp_path):
+    write_yaml(tmp_path / "exps" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
+    claims = {"paper": "p", "claims": [
+        {"id": "a", "text": "m1 beats m2", "artifact": "t", "left": {"method": "m1", "metric": "P@1"}, "op": ">",
+         "right": {"method": "m2", "metric": "P@1"}, "paper": "1.0 vs 0.5"},
+        {"id": "b", "text": "m1 above 0.3", "artifact": "t", "left": {"method": "m1", "metric": "P@1", "dataset": "d1"},
+         "op": ">", "right": {"value": 0.65}},
+    ]}
+    write_yaml(tmp_path / "c.yaml", claims)
+    res = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", results, "quick")
+    verdicts = [(r["id"], r["dataset"], r["verdict"]) for r in res["rows"]]
+    assert verdicts == [("a", "d1", "held"), ("a", "d2", "not run"), ("b", "d1", "not held")]
+
+
+def test_report_gathers_claims_and_artifacts(tmp_path):
+    write_json(tmp_path / "p" / "claims.json", {"paper": "p", "title": "P", "scale": "quick", "rows": [
+        {"id": "a", "claim": "c", "dataset": "d", "paper": "1", "ours": "2", "verdict": "held", "scale": "quick",
+         "check": "x"}]})
+    (tmp_path / "p" / "t.md").write_text("| a |\n")
+    write_report([tmp_path / "p" / "claims.json"], [tmp_path / "p" / "t.md", tmp_path / "p" / "f.png"],
+                 tmp_path / "REPORT.md")
+    rep = (tmp_path / "REPORT.md").read_text()
+    assert "| p | c | d | 1 | 2 | quick | **held** |" in rep and "| a |" in rep and "![f](p/f.png)" in rep
+
+
+def test_bad_claims_file_is_rejected(tmp_path):
+    from xcbench.config import ConfigError
+
+    write_yaml(tmp_path / "c.yaml", {"paper": "p", "claims": [{"id": "a", "text": "t", "artifact": "t",
+                                                                "left": {"value": 1}, "op": "==", "right": {"value": 1}}]})
+    with pytest.raises(ConfigError, match="c.yaml"):
+        evaluate_claims(tmp_path / "c.yaml", tmp_path, tmp_path, "quick")

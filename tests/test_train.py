@@ -1,0 +1,120 @@
+"""Training loop: determinism, interrupt-and-resume, divergence errors, result files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from xcbench.config import normalise_methods
+from xcbench.io import read_json
+from xcbench.registry import TASKS
+from xcbench.train import TrainingDiverged, run
+
+DEV = torch.device("cpu")
+
+
+def _run(tiny_xmc, exp, out, **kw):
+    processed, feats, entry = tiny_xmc
+    exp["methods"] = normalise_methods(exp["methods"])
+    task = TASKS.get("xmc")(exp, entry, processed, feats, DEV, 0)
+    return run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
+
+
+def test_same_seed_twice_gives_identical_metrics(tiny_xmc, tiny_exp, tmp_path):
+    a = _run(tiny_xmc, tiny_exp, tmp_path / "a")
+    b = _run(tiny_xmc, tiny_exp, tmp_path / "b")
+    assert a["metrics"] == b["metrics"] and a["curves"] == b["curves"]
+    assert read_json(tmp_path / "a" / "metrics.json")["metrics"] == read_json(tmp_path / "b" / "metrics.json")["metrics"]
+    for f in ("metrics.json", "history.csv", "config.resolved.yaml"):
+        assert (tmp_path / "a" / f).exists()
+    assert not (tmp_path / "a" / "checkpoint.pt").exists()
+    assert a["metrics"]["P@1"] > 0.2  # it learns (popular-label guessing gives far less on this data)
+
+
+def test_interrupted_run_resumes_to_identical_metrics(tiny_xmc, tiny_exp, tmp_path):
+    full = _run(tiny_xmc, tiny_exp, tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=2)
+    assert (tmp_path / "cut" / "checkpoint.pt").exists() and not (tmp_path / "cut" / "metrics.json").exists()
+    resumed = _run(tiny_xmc, tiny_exp, tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+
+
+def test_different_seed_differs(tiny_xmc, tiny_exp, tmp_path):
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
+    task = TASKS.get("xmc")(tiny_exp, entry, processed, feats, DEV, 0)
+    a = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 0, tmp_path / "s0", DEV)
+    b = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 1, tmp_path / "s1", DEV)
+    assert a["curves"]["train_loss"] != b["curves"]["train_loss"]
+
+
+def test_nan_loss_stops_with_clear_error(tiny_xmc, tiny_exp, tmp_path):
+    tiny_exp["train"]["lr"] = float("inf")
+    with pytest.raises(TrainingDiverged, match=r"epoch \d+, step \d+.*lower train.lr"):
+        _run(tiny_xmc, tiny_exp, tmp_path / "nan")
+    assert not (tmp_path / "nan" / "metrics.json").exists()
+
+
+def test_metrics_json_records_time_memory_versions(tiny_xmc, tiny_exp, tmp_path):
+    m = _run(tiny_xmc, tiny_exp, tmp_path / "r")
+    assert m["wall_time_s"] > 0 and m["time_per_epoch_s"] > 0 and m["epochs"] == 3
+    mem = m["memory"]
+    assert mem["analytic_bytes"] == mem["param_bytes"] + mem["grad_bytes"] + mem["optimizer_state_bytes"]
+    assert mem["optimizer_state_bytes"] >= 2 * mem["grad_bytes"]  # Adam: two moments per weight
+    assert mem["peak_rss_bytes"] > 0
+    assert m["versions"]["torch"] == torch.__version__ and m["device"] == "cpu"
+    assert len(m["curves"]["val_P@1"]) == 3
+
+
+def _cli_train(tiny_xmc, tmp_path, out, experiment):
+    processed, feats, _ = tiny_xmc
+    return [sys.executable, "-m", "xcbench", "train", "--experiment", str(experiment), "--scale", "tiny",
+            "--dataset", "synthetic-xmc-tiny", "--method", "full_softmax", "--seed", "0",
+            "--processed", str(processed), "--features", str(feats), "--device", "cpu", "--out", str(out)]
+
+
+def _slow_experiment(tmp_path):
+    from xcbench.io import write_yaml
+
+    from conftest import TINY_EXP
+
+    exp = {k: v for k, v in TINY_EXP.items() if k != "scale"}
+    exp["train"] = {**exp["train"], "epochs": 40, "batch_size": 8}
+    write_yaml(tmp_path / "exp.yaml", exp)
+    return tmp_path / "exp.yaml"
+
+
+@pytest.mark.slow
+def test_cli_killed_mid_run_resumes_to_same_metrics(tiny_xmc, tmp_path):
+    """SIGKILL the training process once a checkpoint exists, rerun it, compare with a clean run."""
+    exp = _slow_experiment(tmp_path)
+    proc = subprocess.Popen(_cli_train(tiny_xmc, tmp_path, tmp_path / "killed", exp), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "killed" / "checkpoint.pt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "metrics.json").exists(), "the run finished before it could be killed"
+    subprocess.run(_cli_train(tiny_xmc, tmp_path, tmp_path / "killed", exp), check=True, capture_output=True)
+    subprocess.run(_cli_train(tiny_xmc, tmp_path, tmp_path / "clean", exp), check=True, capture_output=True)
+    a = json.loads((tmp_path / "killed" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "clean" / "metrics.json").read_text())
+    assert a["metrics"] == b["metrics"] and a["curves"] == b["curves"]
+    assert not any(p.name.startswith(".") for p in (tmp_path / "killed").iterdir())
+
+
+def test_cli_unknown_method_is_a_clear_error(tiny_xmc, tmp_path):
+    exp = _slow_experiment(tmp_path)
+    cmd = _cli_train(tiny_xmc, tmp_path, tmp_path / "x", exp)
+    cmd[cmd.index("full_softmax")] = "no_such_method"
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 1 and "no_such_method" in r.stderr and "full_softmax" in r.stderr
