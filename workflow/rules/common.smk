@@ -6,6 +6,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xcbench.config import load_experiment, resolve_experiment
+from xcbench.io import write_yaml
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -75,3 +76,7 @@ ALL_TARGETS = (
     + [f"{FIG}/{p}/claims.md" for p in config["papers"] if Path(f"config/claims/{p}.yaml").exists()]
     + [f"{FIG}/REPORT.md"]
 )
+
+
+onstart:
+    write_yaml(f"{RESULTS}/config.resolved.yaml", config)  # the validated config this run used

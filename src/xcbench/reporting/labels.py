@@ -12,7 +12,7 @@ DATASETS = {
     "bibtex": "Bibtex",
     "delicious": "Delicious",
     "synthetic-xmc-tiny": "Synthetic-XMC (tiny)",
-    "synthetic-xmc-20k": "Synthetic-XMC-20K",
+    "synthetic-xmc-10k": "Synthetic-XMC-10K",
 }
 
 METRICS: dict[str, str] = {}
