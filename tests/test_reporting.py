@@ -46,7 +46,7 @@ def test_metric_table_outputs(results, tmp_path, catalogue):
 
 
 def test_curves_figure(results, tmp_path, catalogue):
-    exp = {**EXP, "render": {"kind": "figure", "renderer": "curves", "curve": "val_P@1"}}
+    exp = {**EXP, "render": {"kind": "figure", "renderer": "curves", "curves": ["val_P@1"]}}
     paths = RENDERERS.get("curves")(exp, str(results), str(tmp_path / "f"), catalogue)
     assert {p.suffix for p in paths} == {".png", ".pdf", ".md"}
     png1 = (tmp_path / "f.png").read_bytes()

@@ -75,6 +75,11 @@ def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.de
     return rep
 
 
+def evaluate_splits(model: Model, task) -> dict[str, float]:
+    """The per-epoch evaluation: every split in `task.eval_splits`, keys prefixed by the split."""
+    return {f"{split}_{k}": v for split in task.eval_splits for k, v in task.evaluate(model, split).items()}
+
+
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
         interrupt_after: int | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -87,6 +92,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     seed_global(seed)
     history, start, elapsed = [], 0, 0.0
     ckpt_path = out_dir / CHECKPOINT
+    model.to(device)
+    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
     if ckpt_path.exists():
         ck = torch.load(ckpt_path, weights_only=True, map_location=device)
         model.load_state_dict(ck["model"])
@@ -96,9 +103,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         torch.set_rng_state(ck["global_rng"])
         history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
         print(f"resuming {out_dir} after epoch {start}/{epochs}")
-    model.to(device)
-    if hasattr(model.head, "setup"):
-        model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+    elif task.eval_at_start:
+        model.eval()
+        history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     nb = task.n_train_batches(bs)
     for epoch in tqdm(range(start, epochs), desc=f"train {out_dir.name}", unit="epoch", initial=start,
                       total=epochs, disable=None):
@@ -121,11 +128,11 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             opt.step()
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
         model.eval()
-        val = task.evaluate(model, "val")
+        evals = evaluate_splits(model, task)
         dt = time.perf_counter() - t0
         elapsed += dt
         history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
-                        **{f"val_{k}": v for k, v in val.items()}})
+                        **evals})
         torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
                                "loss_gen": loss_gen.get_state(), "global_rng": torch.get_rng_state(),
                                "history": history, "epoch": epoch + 1, "elapsed": elapsed})
@@ -134,7 +141,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     model.eval()
     test = task.evaluate(model, "test")
     return {"test": test, "history": history, "wall_time_s": elapsed,
-            "time_per_epoch_s": float(np.mean([h["epoch_time_s"] for h in history])) if history else 0.0,
+            "time_per_epoch_s": float(np.mean([h["epoch_time_s"] for h in history if h["epoch"] > 0]))
+            if epochs else 0.0,
             "memory": memory_report(model, opt, device)}
 
 
@@ -168,10 +176,12 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
     write_yaml(out_dir / "config.resolved.yaml", resolved)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
-    curves = {k: [h[k] for h in res["history"]] for k in res["history"][0] if k != "epoch_time_s"} \
-        if res["history"] else {}
-    metrics = {"metrics": res["test"], "val": {k[4:]: v for k, v in res["history"][-1].items() if k.startswith("val_")}
-               if res["history"] else {}, "curves": curves, "epochs": len(res["history"]),
+    hist = res["history"]
+    curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k != "epoch_time_s"}
+    strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
+    metrics = {"metrics": res["test"], "final": strip(hist[-1]) if hist else {},
+               "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
+               "curves": curves, "epochs": int(train_cfg["epochs"]),
                "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
                "memory": res["memory"], "device": str(device), "seed": seed, "dataset": dataset, "method": method,
                "scale": exp["scale"], "git_commit": git_commit(),

@@ -1,6 +1,6 @@
 """Weight optimizers and learning-rate schedules (OPTIMIZERS registry).
 
-Dual-variable rules (SCENT family) register here too when they land.
+Dual-variable rules of the SCENT family have their own registry, `optim.duals.DUALS`.
 """
 
-from xcbench.optim import weights  # noqa: F401  (registers)
+from xcbench.optim import duals, row_sgd, weights  # noqa: F401  (registers)

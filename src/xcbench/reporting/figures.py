@@ -1,5 +1,5 @@
-"""Figure renderers. `curves`: one panel per dataset, a per-epoch curve (e.g. val_P@1) per method,
-mean over seeds with a min-max band, the caption's footer under the panels."""
+"""Figure renderers. `curves`: one panel per (dataset, curve key), a per-epoch curve per method,
+mean over seeds with a min-max band; the caption (scale, seeds, substitutions) beside it."""
 
 from __future__ import annotations
 
@@ -17,22 +17,25 @@ from xcbench.reporting.labels import pretty
 
 @RENDERERS.register("curves")
 def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce])."""
     opts = exp["render"]
-    key, ylabel = opts["curve"], opts.get("ylabel", opts["curve"])
+    keys = opts["curves"]
+    ylabels = opts.get("ylabels", keys)
     recs = collect(results, exp)
-    fig, axes = style.figure(len(exp["datasets"]))
-    for ax, d in zip(axes[0], exp["datasets"]):
+    fig, axes = style.figure(len(exp["datasets"]) * len(keys))
+    panels = [(d, k, yl) for d in exp["datasets"] for k, yl in zip(keys, ylabels)]
+    for ax, (d, key, ylabel) in zip(axes[0], panels):
         for meth in exp["methods"]:
-            ys = [r["curves"][key] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
-            if not ys:
+            runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
+            if not runs:
                 continue
-            n = min(map(len, ys))
-            Y = np.asarray([y[:n] for y in ys])                                       # (seeds, epochs)
-            x = np.arange(1, n + 1)
+            n = min(len(c[key]) for c in runs)
+            Y = np.asarray([[np.nan if v is None else v for v in c[key][:n]] for c in runs], float)  # (seeds, T)
+            x = np.asarray(runs[0].get("epoch", range(1, n + 1))[:n], float)
             (line,) = ax.plot(x, Y.mean(0), label=pretty(meth), marker="o", markersize=2.5)
-            if len(ys) > 1:
+            if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_title(pretty(d))
+        ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
     axes[0][0].legend(frameon=False)

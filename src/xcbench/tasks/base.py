@@ -5,6 +5,7 @@
       .train_batches(batch_size, gen)      one epoch of (x, y, idx) batches, order from `gen`
       .evaluate(model, split)              {metric name: value} on "val" or "test"
       .selection_metric                    the val metric used to pick/report (higher is better)
+      .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import torch
 
 class Task:
     selection_metric = "loss"
+    eval_splits: tuple[str, ...] = ("val",)  # evaluated after every epoch, keys prefixed "<split>_"
+    eval_at_start = False                    # also evaluate before the first epoch (curves from epoch 0)
 
     def train_batches(self, batch_size: int, gen: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
         raise NotImplementedError

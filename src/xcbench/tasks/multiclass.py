@@ -1,0 +1,86 @@
+"""Single-label (extreme) multi-class classification over fixed features.
+
+Two sources of data:
+- dense features with splits already made (synthetic-faces: `train_x/train_y`, `val_x/val_y`,
+  `test_x/test_y`, with validation samples held out per identity by the generator);
+- a multi-label XC dataset reduced to multi-class: every (row, positive label) pair becomes one
+  example with the row's fixed features; the validation rows are a `val_frac` share of the
+  training rows drawn with `split_seed` (before the expansion, so no row is in both).
+Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
+never held) and top-1 accuracy on a fixed training subset (`eval_train_size` examples drawn with
+`split_seed`) and on the validation split; the curves start before the first update (epoch 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from xcbench.data.datasets import load_npz, split_rows
+from xcbench.registry import TASKS
+from xcbench.seed import numpy_generator
+from xcbench.tasks.base import Task, shuffled_batches
+
+
+def expand_pairs(X: torch.Tensor, Y, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    Ys = Y[rows]
+    counts = np.diff(Ys.indptr)
+    return X[torch.from_numpy(np.repeat(rows, counts))], torch.from_numpy(Ys.indices.astype(np.int64))
+
+
+@TASKS.register("multiclass")
+class MultiClassTask(Task):
+    selection_metric = "top1"
+    eval_splits = ("train", "val")
+    eval_at_start = True
+
+    def __init__(self, exp: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+                 seed: int) -> None:
+        arrays, meta = load_npz(processed)
+        self.device = device
+        split_seed = exp.get("split_seed", 0)
+        if "train_x" in arrays:
+            self.x = {s: torch.from_numpy(arrays[f"{s}_x"]).float() for s in ("train", "val", "test")}
+            self.y = {s: torch.from_numpy(arrays[f"{s}_y"]).long() for s in ("train", "val", "test")}
+            self.n_classes = int(meta["n_classes"])
+            how = "validation samples held out per class by the generator"
+        else:
+            feats = torch.load(features, weights_only=True)
+            tr, va = split_rows(arrays["train_Y"].shape[0], exp.get("val_frac", 0.1), split_seed,
+                                f"{entry['name']}/val-split")
+            self.x, self.y = {}, {}
+            for s, X, Y, rows in (("train", feats["train"], arrays["train_Y"], tr),
+                                  ("val", feats["train"], arrays["train_Y"], va),
+                                  ("test", feats["test"], arrays["test_Y"], np.arange(arrays["test_Y"].shape[0]))):
+                self.x[s], self.y[s] = expand_pairs(X, Y, rows)
+            self.n_classes = int(meta["n_labels"])
+            how = "multi-label rows expanded to one example per positive label; validation rows held out"
+        n = len(self.y["train"])
+        k = min(n, int(exp.get("eval_train_size", 10000)))
+        self.eval_train = torch.from_numpy(np.sort(numpy_generator(split_seed, "eval-train").permutation(n)[:k]))
+        self.in_dim = self.x["train"].shape[1]
+        self.stats = {"label_counts": torch.bincount(self.y["train"], minlength=self.n_classes), "n_train": n}
+        self.info = {"n_train": n, "n_val": len(self.y["val"]), "n_test": len(self.y["test"]),
+                     "n_classes": self.n_classes, "in_dim": self.in_dim, "split_seed": split_seed,
+                     "eval_train_size": k, "split": how}
+
+    def n_train_batches(self, batch_size: int) -> int:
+        return len(self.y["train"]) // batch_size
+
+    def train_batches(self, batch_size, gen):
+        # drop_last: the in-batch estimators average over the B - 1 other examples
+        for b in shuffled_batches(len(self.y["train"]), batch_size, gen, drop_last=True):
+            yield self.x["train"][b].to(self.device), self.y["train"][b].to(self.device), b.to(self.device)
+
+    @torch.no_grad()
+    def evaluate(self, model, split):
+        x, y = (self.x["train"][self.eval_train], self.y["train"][self.eval_train]) if split == "train" \
+            else (self.x[split], self.y[split])
+        bs = max(1, (1 << 24) // self.n_classes)
+        ce = correct = 0.0
+        for s in range(0, len(y), bs):
+            o = model.scores(x[s:s + bs].to(self.device)).double()                              # (b, K)
+            yb = y[s:s + bs].to(self.device)
+            ce += (torch.logsumexp(o, 1) - o.gather(1, yb.unsqueeze(1)).squeeze(1)).sum().item()
+            correct += (o.argmax(1) == yb).sum().item()
+        return {"ce": ce / len(y), "top1": correct / len(y)}
