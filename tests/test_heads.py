@@ -8,6 +8,7 @@ from xcbench.heads.base import multi_hot
 from xcbench.registry import HEADS
 
 B, D, C = 6, 5, 11
+SMALL = {"uniform_sparse": {"fan_in": 3}, "unstructured_sparse": {"fan_in": 3}}  # fan-in <= D
 
 
 def _batch(multi: bool):
@@ -23,10 +24,11 @@ def test_every_head_interface(name, multi):
     cls = HEADS.get(name)
     if multi and not cls.multi_label:
         pytest.skip("single-label head")
-    head = cls(D, C, torch.Generator().manual_seed(1))
+    head = cls(D, C, torch.Generator().manual_seed(1), **SMALL.get(name, {}))
     h, y, idx = _batch(multi)
     head.setup({"label_counts": torch.ones(C, dtype=torch.long), "n_train": 100})
     head.on_epoch_start(0)
+    head.after_step(1, None)
     loss = head.loss(h, y, idx, torch.Generator().manual_seed(2))
     assert loss.dim() == 0 and torch.isfinite(loss)
     loss.backward()

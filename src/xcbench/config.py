@@ -53,7 +53,10 @@ def load_experiment(path: str | Path) -> dict:
     validate(exp, "experiment.schema.yaml", path)
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
+        only = exp.pop("methods", None)  # a list: render only these of the owner's runs
         exp = {**owner, **exp}
+        if only is not None:
+            exp["only_methods"] = list(only)
     return exp
 
 
@@ -65,6 +68,11 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
     out = deep_merge(base, exp.get("scales", {}).get(scale, {}))
     out["scale"] = scale
     out["methods"] = normalise_methods(out.get("methods", {}))
+    if "only_methods" in out:
+        missing = [m for m in out["only_methods"] if m not in out["methods"]]
+        if missing:
+            raise ConfigError(f"{out['artifact']}: methods {missing} are not runs of {out['runs_of']}")
+        out["methods"] = {m: out["methods"][m] for m in out.pop("only_methods")}
     return out
 
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from xcbench import __version__
 from xcbench.config import ROOT, deep_merge
 from xcbench.io import torch_save, write_json, write_text, write_yaml
-from xcbench.optim.weights import schedule
+from xcbench.optim.weights import Plateau, schedule
 from xcbench.registry import ENCODERS, HEADS, OPTIMIZERS
 from xcbench.seed import seed_global, torch_generator
 
@@ -86,7 +86,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
     opt = OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
                                                              **train_cfg.get("optimizer_params", {}))
-    lr_at = schedule(train_cfg.get("schedule", "constant"))
+    plateau = Plateau(train_cfg["lr"], **train_cfg.get("plateau", {})) \
+        if train_cfg.get("schedule") == "plateau" else None
+    lr_at = None if plateau else schedule(train_cfg.get("schedule", "constant"))
     gen = torch_generator(seed, "batches")
     loss_gen = torch_generator(seed, "loss", device)
     seed_global(seed)
@@ -102,6 +104,10 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         loss_gen.set_state(ck["loss_gen"])
         torch.set_rng_state(ck["global_rng"])
         history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
+        if plateau:
+            plateau.load_state_dict(ck["plateau"])
+        if ck.get("stopped"):
+            start = epochs
         print(f"resuming {out_dir} after epoch {start}/{epochs}")
     elif task.eval_at_start:
         model.eval()
@@ -110,7 +116,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     for epoch in tqdm(range(start, epochs), desc=f"train {out_dir.name}", unit="epoch", initial=start,
                       total=epochs, disable=None):
         t0 = time.perf_counter()
-        lr = train_cfg["lr"] * lr_at(epoch, epochs)
+        lr = plateau.lr if plateau else train_cfg["lr"] * lr_at(epoch, epochs)
         for g in opt.param_groups:
             g["lr"] = lr
         model.train()
@@ -126,6 +132,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            model.head.after_step(epoch * nb + step + 1, opt)
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
         model.eval()
         evals = evaluate_splits(model, task)
@@ -133,17 +140,22 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         elapsed += dt
         history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
                         **evals})
+        stop = plateau.update(evals[f"val_{plateau.metric}"]) if plateau else False
         torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
                                "loss_gen": loss_gen.get_state(), "global_rng": torch.get_rng_state(),
-                               "history": history, "epoch": epoch + 1, "elapsed": elapsed})
+                               "history": history, "epoch": epoch + 1, "elapsed": elapsed, "stopped": stop,
+                               "plateau": plateau.state_dict() if plateau else {}})
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
+        if stop:
+            break
     model.eval()
     test = task.evaluate(model, "test")
-    return {"test": test, "history": history, "wall_time_s": elapsed,
+    final_train = task.evaluate(model, "train") if train_cfg.get("eval_train", False) else {}
+    return {"test": test, "train": final_train, "history": history, "wall_time_s": elapsed,
             "time_per_epoch_s": float(np.mean([h["epoch_time_s"] for h in history if h["epoch"] > 0]))
             if epochs else 0.0,
-            "memory": memory_report(model, opt, device)}
+            "memory": memory_report(model, opt, device), "head": model.head.report()}
 
 
 def git_commit() -> str | None:
@@ -179,12 +191,13 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
     hist = res["history"]
     curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k != "epoch_time_s"}
     strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
-    metrics = {"metrics": res["test"], "final": strip(hist[-1]) if hist else {},
+    metrics = {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
                "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
-               "curves": curves, "epochs": int(train_cfg["epochs"]),
+               "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
                "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
-               "memory": res["memory"], "device": str(device), "seed": seed, "dataset": dataset, "method": method,
-               "scale": exp["scale"], "git_commit": git_commit(),
+               "memory": res["memory"], "head": res["head"], "device": str(device), "seed": seed, "dataset": dataset, "method": method,
+               "scale": exp["scale"], "git_commit": git_commit(), "n_classes": task.n_classes,
+               "log_n_classes": math.log(task.n_classes),
                "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
                             "python": platform.python_version()}}
     write_text(out_dir / "history.csv", history_csv(res["history"]))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import load_experiment, resolve_experiment
+from xcbench.config import load_datasets, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -53,9 +53,15 @@ def run_metrics(paper, artifact, scale=SCALE):
             for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
 
 
+CATALOGUE = load_datasets()
+RAW_FORMATS = {"xc_bow"}  # formats whose samples are not feature vectors: the experiment's extractor applies
+
+
 def features_file(exp, dataset):
     f = exp.get("features")
-    return f"{DATA}/features/{dataset}/{f['extractor']}{f.get('dim', 512)}.pt" if f else None
+    if not f or CATALOGUE[dataset]["format"] not in RAW_FORMATS:
+        return None
+    return f"{DATA}/features/{dataset}/{f['extractor']}{f.get('dim', 512)}.pt"
 
 
 def train_inputs(w):

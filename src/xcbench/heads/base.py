@@ -5,7 +5,9 @@
                                       (per-example state such as SCENT's nu is indexed by idx)
     scores(h) -> (B, C)               full logits, used for evaluation only
     on_epoch_start(step)              hook: rebuild indices, refresh samplers
+    after_step(step, optimizer)       hook after each optimizer step (step counts from 1): rewiring
     setup(stats)                      hook: training-set statistics (label counts, n) before fit
+    report() -> dict                  head-specific numbers written to metrics.json["head"]
 
 Capabilities are class attributes (`multi_label`: accepts padded multi-label targets), so the
 training loop never branches on a method name.
@@ -34,6 +36,13 @@ class Head(nn.Module):
 
     def on_epoch_start(self, step: int) -> None:
         pass
+
+    def after_step(self, step: int, optimizer) -> None:
+        pass
+
+    def report(self) -> dict:
+        """Head-specific numbers for metrics.json (e.g. the share of labels back-propagated)."""
+        return {}
 
     def setup(self, stats: dict) -> None:
         pass

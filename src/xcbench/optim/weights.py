@@ -2,6 +2,9 @@
 
 Schedules map (epoch, total epochs) to a multiplier of the base learning rate:
   constant: 1;   cosine: (1 + cos(pi * epoch / epochs)) / 2   (per-epoch cosine decay).
+`Plateau` (schedule: plateau) instead follows a validation metric, as Schultheis & Babbar (2023)
+train: multiply the lr by `factor` after `patience` epochs without an improvement of `min_delta`
+(never below `min_lr`), and stop after `stop_patience` epochs without improvement.
 """
 
 from __future__ import annotations
@@ -26,3 +29,27 @@ def schedule(name: str):
     if name not in SCHEDULES:
         raise KeyError(f"unknown lr schedule {name!r}; known: {', '.join(sorted(SCHEDULES))}")
     return SCHEDULES[name]
+
+
+class Plateau:
+    def __init__(self, lr: float, metric: str = "P@3", factor: float = 0.5, patience: int = 2,
+                 min_lr: float = 1e-4, stop_patience: int = 4, min_delta: float = 1e-3) -> None:
+        self.metric, self.factor, self.patience, self.min_lr = metric, factor, patience, min_lr
+        self.stop_patience, self.min_delta = stop_patience, min_delta
+        self.lr, self.best, self.bad, self.bad_lr = lr, -math.inf, 0, 0
+
+    def update(self, value: float) -> bool:
+        """Record this epoch's metric (higher is better); returns True when training should stop."""
+        if value > self.best + self.min_delta:
+            self.best, self.bad, self.bad_lr = value, 0, 0
+            return False
+        self.bad, self.bad_lr = self.bad + 1, self.bad_lr + 1
+        if self.bad_lr >= self.patience and self.lr > self.min_lr:
+            self.lr, self.bad_lr = max(self.min_lr, self.lr * self.factor), 0
+        return self.bad >= self.stop_patience
+
+    def state_dict(self) -> dict:
+        return {"lr": self.lr, "best": self.best, "bad": self.bad, "bad_lr": self.bad_lr}
+
+    def load_state_dict(self, st: dict) -> None:
+        self.lr, self.best, self.bad, self.bad_lr = st["lr"], st["best"], st["bad"], st["bad_lr"]

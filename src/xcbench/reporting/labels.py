@@ -6,6 +6,18 @@ METHODS = {
     "full_softmax": "Full softmax",
     "sq_hinge": "OvA squared hinge",
     "bce": "OvA BCE",
+    "scent": "SCENT",
+    "sox": "SOX",
+    "sgd": "SGD (dual)",
+    "bsgd": "BSGD",
+    "dense": "Dense",
+    "unstructured": "Unstructured-32",
+    "uniform": "Uniform-32",
+    "dense_int": "Dense + intermediate",
+    "unstructured_int": "Unstructured-32 + intermediate",
+    "uniform_int": "Uniform-32 + intermediate",
+    "uniform_int_bce": "Uniform-32 + intermediate, BCE",
+    "dense_int_bce": "Dense + intermediate, BCE",
 }
 
 DATASETS = {
@@ -13,9 +25,18 @@ DATASETS = {
     "delicious": "Delicious",
     "synthetic-xmc-tiny": "Synthetic-XMC (tiny)",
     "synthetic-xmc-10k": "Synthetic-XMC-10K",
+    "synthetic-faces-tiny": "Synthetic faces (tiny)",
+    "synthetic-faces-5k": "Synthetic faces 5K",
+    "synthetic-faces-360k": "Synthetic faces 360K",
 }
 
-METRICS: dict[str, str] = {}
+METRICS: dict[str, str] = {
+    "initial.val_ce": "val CE (start)",
+    "final.train_ce": "train CE",
+    "final.val_ce": "val CE",
+    "final.val_top1": "val top-1",
+    "final.train_top1": "train top-1",
+}
 
 
 def pretty(key: str, table: dict[str, str] | None = None) -> str:

@@ -1,5 +1,6 @@
 """Table writers (CSV with full precision, GitHub Markdown, LaTeX booktabs) and the
-`metric_table` renderer: rows = methods, columns = dataset x metric, mean +- std over seeds."""
+`metric_table` renderer: rows = methods, columns = dataset x metric, mean +- std over seeds,
+optionally relative to a reference method and with published numbers as extra rows."""
 
 from __future__ import annotations
 
@@ -51,23 +52,50 @@ def fmt(agg: dict | None, scale: float, digits: int) -> str:
     return s + (f" ± {agg['std'] * scale:.{digits}f}" if agg["n"] > 1 else "")
 
 
+def metric_specs(opts: dict) -> list[dict]:
+    """`render.metrics` entries: a key, or {key, label, scale, digits}; `percent` scales plain P@k-like keys."""
+    default_scale = 100.0 if opts.get("percent", True) else 1.0
+    out = []
+    for m in opts.get("metrics", ["P@1"]):
+        m = {"key": m} if isinstance(m, str) else dict(m)
+        m.setdefault("label", pretty(m["key"]))
+        m.setdefault("scale", default_scale)
+        m.setdefault("digits", opts.get("digits", 2))
+        out.append(m)
+    return out
+
+
+def _scaled(a: dict | None, ref: dict | None) -> dict | None:
+    if a is None or ref is None or ref["mean"] == 0:
+        return None
+    return {"mean": a["mean"] / ref["mean"], "std": a["std"] / abs(ref["mean"]), "n": a["n"]}
+
+
 @RENDERERS.register("metric_table")
 def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    """Rows = methods, columns = dataset x metric; with `relative_to: <method>` every value is
+    divided by that method's mean on the same dataset (the paper's 'relative to dense' tables)."""
     opts = exp["render"]
-    metrics, scale, digits = opts.get("metrics", ["P@1"]), 100.0 if opts.get("percent", True) else 1.0, \
-        opts.get("digits", 2)
+    specs, rel = metric_specs(opts), opts.get("relative_to")
     recs = collect(results, exp)
-    header = ["Method"] + [f"{pretty(d)} {m}" for d in exp["datasets"] for m in metrics]
+    header = ["Method"] + [f"{pretty(d)} {m['label']}" for d in exp["datasets"] for m in specs]
     rows, long = [], []
     for meth in exp["methods"]:
-        row = [pretty(meth)]
+        row = [exp["methods"][meth].get("label") or pretty(meth)]
         for d in exp["datasets"]:
-            for m in metrics:
-                a = aggregate(recs, d, meth, m)
-                row.append(fmt(a, scale, digits))
-                long.append([d, meth, m, *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
+            for m in specs:
+                a = aggregate(recs, d, meth, m["key"])
+                if rel:
+                    a = _scaled(a, aggregate(recs, d, rel, m["key"]))
+                row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"]))
+                long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
+    for lit in opts.get("literature", []):  # published numbers beside ours, marked as such
+        rows.append([f"{lit['method']} (published)"] + [str(lit.get("values", {}).get(m["key"], "–"))
+                                                         for _ in exp["datasets"] for m in specs])
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    if rel:
+        foot = f"Values relative to {pretty(rel)} on the same dataset (1.00 = equal). " + foot
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot))
     write_text(f"{out}.tex", to_latex(header, rows, caption, foot))
     write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))

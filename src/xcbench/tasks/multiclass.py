@@ -3,10 +3,12 @@
 Two sources of data:
 - dense features with splits already made (synthetic-faces: `train_x/train_y`, `val_x/val_y`,
   `test_x/test_y`, with validation samples held out per identity by the generator);
-- a multi-label XC dataset reduced to multi-class: every (row, positive label) pair becomes one
-  example with the row's fixed features; the validation rows are a `val_frac` share of the
-  training rows drawn with `split_seed` (before the expansion, so no row is in both).
-Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
+- a multi-label XC dataset reduced to multi-class ("pick one label"): every row with at least one
+  label becomes one example whose class is one of its positives drawn uniformly with
+  `split_seed`; the validation rows are a `val_frac` share of the training rows (same seed).
+Features are standardised per dimension with the training split's mean and standard deviation
+(tf-idf+SVD dimensions are otherwise ~1/sqrt(d) in scale and the shared learning rate would not
+fit both sources). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
 never held) and top-1 accuracy on a fixed training subset (`eval_train_size` examples drawn with
 `split_seed`) and on the validation split; the curves start before the first update (epoch 0).
 """
@@ -22,10 +24,13 @@ from xcbench.seed import numpy_generator
 from xcbench.tasks.base import Task, shuffled_batches
 
 
-def expand_pairs(X: torch.Tensor, Y, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows with labels -> (features, one uniformly drawn positive label)."""
     Ys = Y[rows]
     counts = np.diff(Ys.indptr)
-    return X[torch.from_numpy(np.repeat(rows, counts))], torch.from_numpy(Ys.indices.astype(np.int64))
+    keep = counts > 0
+    pick = Ys.indptr[:-1][keep] + (rng.random(keep.sum()) * counts[keep]).astype(np.int64)
+    return X[torch.from_numpy(rows[keep])], torch.from_numpy(Ys.indices[pick].astype(np.int64))
 
 
 @TASKS.register("multiclass")
@@ -49,12 +54,15 @@ class MultiClassTask(Task):
             tr, va = split_rows(arrays["train_Y"].shape[0], exp.get("val_frac", 0.1), split_seed,
                                 f"{entry['name']}/val-split")
             self.x, self.y = {}, {}
+            rng = numpy_generator(split_seed, f"{entry['name']}/pick-one-label")
             for s, X, Y, rows in (("train", feats["train"], arrays["train_Y"], tr),
                                   ("val", feats["train"], arrays["train_Y"], va),
                                   ("test", feats["test"], arrays["test_Y"], np.arange(arrays["test_Y"].shape[0]))):
-                self.x[s], self.y[s] = expand_pairs(X, Y, rows)
+                self.x[s], self.y[s] = pick_one_label(X, Y, rows, rng)
             self.n_classes = int(meta["n_labels"])
-            how = "multi-label rows expanded to one example per positive label; validation rows held out"
+            how = "multi-label reduced to multi-class: one uniformly drawn positive label per row"
+        mu, sd = self.x["train"].mean(0), self.x["train"].std(0).clamp(min=1e-8)
+        self.x = {s: (v - mu) / sd for s, v in self.x.items()}
         n = len(self.y["train"])
         k = min(n, int(exp.get("eval_train_size", 10000)))
         self.eval_train = torch.from_numpy(np.sort(numpy_generator(split_seed, "eval-train").permutation(n)[:k]))
