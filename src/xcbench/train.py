@@ -180,7 +180,8 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
     """Train one (dataset, method, seed) of an experiment and write its result folder."""
     out_dir = Path(out_dir)
     spec = exp["methods"][method]
-    train_cfg = deep_merge(exp.get("train", {}), spec.get("train", {}))
+    per_ds = exp.get("per_dataset", {}).get(dataset, {})
+    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
     model_cfg = deep_merge(exp.get("model", {}), spec.get("model", {}))
     resolved = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
                 "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),

@@ -15,6 +15,10 @@ from xcbench.reporting.collect import collect
 from xcbench.reporting.labels import pretty
 
 
+MARKERS = ("o", "s", "^", "D", "v", "x", "*", "P")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
 @RENDERERS.register("curves")
 def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce])."""
@@ -25,14 +29,15 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     fig, axes = style.figure(len(exp["datasets"]) * len(keys))
     panels = [(d, k, yl) for d in exp["datasets"] for k, yl in zip(keys, ylabels)]
     for ax, (d, key, ylabel) in zip(axes[0], panels):
-        for meth in exp["methods"]:
+        for j, meth in enumerate(exp["methods"]):
             runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
             if not runs:
                 continue
             n = min(len(c[key]) for c in runs)
             Y = np.asarray([[np.nan if v is None else v for v in c[key][:n]] for c in runs], float)  # (seeds, T)
             x = np.asarray(runs[0].get("epoch", range(1, n + 1))[:n], float)
-            (line,) = ax.plot(x, Y.mean(0), label=pretty(meth), marker="o", markersize=2.5)
+            (line,) = ax.plot(x, Y.mean(0), label=pretty(meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
+                              linestyle=LINESTYLES[j % len(LINESTYLES)])
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))

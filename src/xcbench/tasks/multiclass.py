@@ -6,9 +6,9 @@ Two sources of data:
 - a multi-label XC dataset reduced to multi-class ("pick one label"): every row with at least one
   label becomes one example whose class is one of its positives drawn uniformly with
   `split_seed`; the validation rows are a `val_frac` share of the training rows (same seed).
-Features are standardised per dimension with the training split's mean and standard deviation
-(tf-idf+SVD dimensions are otherwise ~1/sqrt(d) in scale and the shared learning rate would not
-fit both sources). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
+Features are rescaled by one global factor so that the mean squared row norm on the training split
+equals the dimension d (tf-idf+SVD rows have norm <= 1, face features ~sqrt(d/2): one learning
+rate then suits both sources; directions and relative norms are unchanged). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
 never held) and top-1 accuracy on a fixed training subset (`eval_train_size` examples drawn with
 `split_seed`) and on the validation split; the curves start before the first update (epoch 0).
 """
@@ -61,8 +61,8 @@ class MultiClassTask(Task):
                 self.x[s], self.y[s] = pick_one_label(X, Y, rows, rng)
             self.n_classes = int(meta["n_labels"])
             how = "multi-label reduced to multi-class: one uniformly drawn positive label per row"
-        mu, sd = self.x["train"].mean(0), self.x["train"].std(0).clamp(min=1e-8)
-        self.x = {s: (v - mu) / sd for s, v in self.x.items()}
+        scale = (self.x["train"].shape[1] / self.x["train"].square().sum(1).mean().clamp(min=1e-12)).sqrt()
+        self.x = {s: v * scale for s, v in self.x.items()}
         n = len(self.y["train"])
         k = min(n, int(exp.get("eval_train_size", 10000)))
         self.eval_train = torch.from_numpy(np.sort(numpy_generator(split_seed, "eval-train").permutation(n)[:k]))
