@@ -47,15 +47,6 @@ def test_uniform_forward_and_grads_equal_dense(zero_cols):
     assert active.numel() == M - zero_cols
 
 
-def test_uniform_chunking_does_not_change_results(monkeypatch):
-    I, W, c, x = _setup(1)
-    full = ffi_linear(x, W, c, I)
-    import xcbench.sparse.uniform as U
-
-    monkeypatch.setattr(U, "chunk_size", lambda b, s, budget=0: 7)
-    assert torch.allclose(U.ffi_linear(x, W, c, I), full, atol=1e-12)
-
-
 def test_distinct_indices_per_label():
     I = distinct_random_indices(E, S, M, torch.Generator().manual_seed(0))
     assert I.dtype == torch.int32 and I.shape == (S, M)
@@ -136,3 +127,9 @@ def test_squared_hinge_skips_labels_and_reports_share():
     y = torch.tensor([[3, 7]] * B)
     head.loss(torch.randn(B, E), y, None, None).backward()
     assert head.report()["backprop_label_share"] == pytest.approx(2 / M)
+
+
+def test_full_fan_in_with_rewiring_is_refused():
+    with pytest.raises(ValueError, match="no free input"):
+        UniformSparse(8, 20, torch.Generator().manual_seed(0), fan_in=8)
+    UniformSparse(8, 20, torch.Generator().manual_seed(0), fan_in=8, rewire_interval=0)  # dense per label: fine

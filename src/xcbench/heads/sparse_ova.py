@@ -51,14 +51,28 @@ class UniformSparse(SparseOvA):
     def __init__(self, in_dim, n_classes, gen, **kw):
         super().__init__(in_dim, n_classes, gen, **kw)
         s = self.fan_in
+        if s >= in_dim and self.rewire_interval > 0 and self.rewire_fraction > 0:
+            raise ValueError(f"uniform_sparse: fan-in {s} >= {in_dim} inputs leaves no free input to rewire to; "
+                             "use a smaller fan_in or a larger intermediate layer, or set rewire_interval: 0")
         self.register_buffer("I", distinct_random_indices(in_dim, s, n_classes, gen))   # (s, m) int32
         bound = 1.0 / math.sqrt(s)
         self.W = nn.Parameter(torch.empty(s, n_classes).uniform_(-bound, bound, generator=gen))  # (s, m)
 
     def scores(self, h):
-        return ffi_linear(h, self.W, self.c, self.I.to(h.device), self.bwd_stats if self.training else None)
+        return ffi_linear(h, self.W, self.c, self.I_long(h.device), self.bwd_stats if self.training else None)
+
+    def I_long(self, device) -> torch.Tensor:
+        """The int32 indices as int64 (index_select's type), converted once per rewiring."""
+        if getattr(self, "_I_long", None) is None or self._I_long.device != device:
+            self._I_long = self.I.to(device=device, dtype=torch.long)
+        return self._I_long
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self._I_long = None
+        super()._load_from_state_dict(*args, **kwargs)
 
     def rewire(self, optimizer, g):
+        self._I_long = None
         flat = smallest(self.W, self.rewire_fraction)
         I = self.I.cpu()
         regrow_fixed_fan_in(I, flat.cpu(), self.in_dim, g)

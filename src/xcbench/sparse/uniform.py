@@ -7,8 +7,9 @@ Schultheis & Babbar, "Towards Memory-Efficient Training for Extremely Large Outp
               dx[b, i] = sum_{(k, l): I[k, l] = i} g[b, l] W[k, l]              (Alg. 2, scatter-add)
 Labels whose back-propagated signal g[:, l] is exactly zero for the whole batch are skipped in
 the backward pass (with the squared hinge, every label whose margin is met: implicit negative
-mining). All passes run over chunks of labels so that no (B, s, m) or dense (e, m) tensor is
-formed; this torch path is the CPU implementation and the reference for any GPU kernel.
+mining). Every pass loops over the s fan-in slots, so nothing larger than (m, B) is formed and no
+dense (e, m) matrix ever exists; indices are int64 in memory only during a call. This torch path
+is the CPU implementation and the reference for any GPU kernel.
 """
 
 from __future__ import annotations
@@ -16,37 +17,31 @@ from __future__ import annotations
 import torch
 
 
-def chunk_size(batch: int, fan_in: int, budget: int = 1 << 22) -> int:
-    """Labels per chunk so that a (B, s, chunk) gather holds about `budget` elements."""
-    return max(1, budget // max(1, batch * fan_in))
-
-
 def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-    B, (s, m) = x.shape[0], W.shape
-    out = torch.empty(B, m, dtype=x.dtype, device=x.device)
-    step = chunk_size(B, s)
-    for a in range(0, m, step):
-        Ic = I[:, a:a + step].long()                                               # (s, c)
-        out[:, a:a + step] = (x[:, Ic] * W[:, a:a + step]).sum(1)                   # (B, s, c) -> (B, c)
-    return out if c is None else out + c
+    """o = x W_sparse + c, one fan-in slot k at a time: o^T += W[k] * x^T[I[k]] (row gathers of x^T
+    are contiguous copies of B values, and nothing larger than (m, B) is ever formed)."""
+    xT = x.T.contiguous()                                                          # (e, B)
+    oT = torch.zeros(W.shape[1], x.shape[0], dtype=x.dtype, device=x.device)       # (m, B)
+    for k in range(W.shape[0]):
+        oT.addcmul_(W[k].unsqueeze(1), xT.index_select(0, I[k]))                   # (m, B)
+    o = oT.T
+    return o if c is None else o + c
 
 
 def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
                  need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """(dx, dW, active labels); labels with an all-zero column of g are skipped."""
-    B, (s, m) = x.shape[0], W.shape
+    """(dx, dW, active labels); labels with an all-zero column of g are skipped entirely."""
     active = (g != 0).any(0).nonzero().squeeze(1)                                  # (a,)
+    xT = x.T.contiguous()                                                          # (e, B)
+    gT = g.T[active].contiguous()                                                  # (a, B)
+    Ia, Wa = I[:, active], W[:, active]                                            # (s, a)
     dW = torch.zeros_like(W)
-    dx = torch.zeros_like(x) if need_x else None
-    step = chunk_size(B, s)
-    for a in range(0, active.numel(), step):
-        L = active[a:a + step]                                                     # (c,)
-        Ic = I[:, L].long()                                                        # (s, c)
-        gc = g[:, L].unsqueeze(1)                                                  # (B, 1, c)
-        dW[:, L] = (gc * x[:, Ic]).sum(0)                                          # (s, c)
+    dxT = torch.zeros_like(xT) if need_x else None
+    for k in range(W.shape[0]):
+        dW[k, active] = (gT * xT.index_select(0, Ia[k])).sum(1)                    # (a,)
         if need_x:
-            dx.index_add_(1, Ic.reshape(-1), (gc * W[:, L]).reshape(B, -1))         # (B, s*c) into (B, e)
-    return dx, dW, active
+            dxT.index_add_(0, Ia[k], gT * Wa[k].unsqueeze(1))                      # (a, B) into (e, B)
+    return (dxT.T if need_x else None), dW, active
 
 
 class _FFI(torch.autograd.Function):

@@ -2,7 +2,8 @@
 (2023), with the same number of weights s * m placed uniformly at random over the (e, m) matrix.
     o[b, col_t] += v_t x[b, row_t]              for every non-zero t
     dv_t = sum_b g[b, col_t] x[b, row_t];       dx[b, row_t] += g[b, col_t] v_t
-Runs over chunks of non-zeros with index_add (scatter), never forming the dense matrix.
+Runs over chunks of non-zeros with row gathers and index_add (scatter) on transposed (., B)
+activations, never forming the dense matrix.
 """
 
 from __future__ import annotations
@@ -13,27 +14,29 @@ CHUNK = 1 << 22
 
 
 def coo_forward(x, v, rows, cols, m, c=None):
-    B = x.shape[0]
-    out = torch.zeros(B, m, dtype=x.dtype, device=x.device)
-    step = max(1, CHUNK // B)
+    """o^T[col_t] += v_t x^T[row_t] over chunks of non-zeros (rows of the transposed activations)."""
+    xT = x.T.contiguous()                                                          # (e, B)
+    oT = torch.zeros(m, x.shape[0], dtype=x.dtype, device=x.device)               # (m, B)
+    step = max(1, CHUNK // x.shape[0])
     for a in range(0, v.numel(), step):
         r, k = rows[a:a + step].long(), cols[a:a + step].long()
-        out.index_add_(1, k, x[:, r] * v[a:a + step])                              # (B, t) into (B, m)
-    return out if c is None else out + c
+        oT.index_add_(0, k, xT.index_select(0, r) * v[a:a + step].unsqueeze(1))    # (t, B) into (m, B)
+    o = oT.T
+    return o if c is None else o + c
 
 
 def coo_backward(g, x, v, rows, cols, need_x=True):
-    B = x.shape[0]
+    xT, gT = x.T.contiguous(), g.T.contiguous()                                    # (e, B), (m, B)
     dv = torch.empty_like(v)
-    dx = torch.zeros_like(x) if need_x else None
-    step = max(1, CHUNK // B)
+    dxT = torch.zeros_like(xT) if need_x else None
+    step = max(1, CHUNK // x.shape[0])
     for a in range(0, v.numel(), step):
         r, k = rows[a:a + step].long(), cols[a:a + step].long()
-        gk = g[:, k]                                                               # (B, t)
-        dv[a:a + step] = (gk * x[:, r]).sum(0)
+        gk = gT.index_select(0, k)                                                 # (t, B)
+        dv[a:a + step] = (gk * xT.index_select(0, r)).sum(1)
         if need_x:
-            dx.index_add_(1, r, gk * v[a:a + step])
-    return dx, dv
+            dxT.index_add_(0, r, gk * v[a:a + step].unsqueeze(1))
+    return (dxT.T if need_x else None), dv
 
 
 class _COO(torch.autograd.Function):
