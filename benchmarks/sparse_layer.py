@@ -69,7 +69,8 @@ def configs(labels: list[int], inter: list[int], fan_in: list[int], B: int, e: i
             for s in fan_in:
                 for kind, head in (("uniform", "uniform_sparse"), ("unstructured", "unstructured_sparse")):
                     out.append({"name": f"{kind}-{s}+{I}", "head": head, "m": m, "I": I, "s": s})
-            out.append({"name": f"dense+{I}", "head": "sq_hinge", "m": m, "I": I, "s": 0})
+            if 16 * I * m <= 8 * 2**30:  # dense I -> m with Adam needs 16 bytes a weight: keep what fits in 8 GiB
+                out.append({"name": f"dense+{I}", "head": "sq_hinge", "m": m, "I": I, "s": 0})
     return [{**c, "B": B, "e": e, "steps": steps} for c in out]
 
 
@@ -103,7 +104,7 @@ def main() -> None:
     for cfg in tqdm(configs(a.labels, a.intermediate, a.fan_in, a.batch, a.features, a.steps), desc="configs"):
         r = subprocess.run([sys.executable, __file__, "--one", json.dumps(cfg)], capture_output=True, text=True)
         if r.returncode:
-            rows.append({**cfg, "error": r.stderr[-500:]})
+            rows.append({**cfg, "error": r.stderr[-500:] or f"exit code {r.returncode} (killed: out of memory?)"})
             print(f"{cfg['name']} m={cfg['m']}: failed: {r.stderr[-300:]}", file=sys.stderr)
             continue
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))

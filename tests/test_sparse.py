@@ -133,3 +133,17 @@ def test_full_fan_in_with_rewiring_is_refused():
     with pytest.raises(ValueError, match="no free input"):
         UniformSparse(8, 20, torch.Generator().manual_seed(0), fan_in=8)
     UniformSparse(8, 20, torch.Generator().manual_seed(0), fan_in=8, rewire_interval=0)  # dense per label: fine
+
+
+def test_uniform_label_chunking_does_not_change_results(monkeypatch):
+    import xcbench.sparse.uniform as U
+
+    I, W, c, x = _setup(1)
+    g = torch.randn(B, M, dtype=torch.float64)
+    g[:, ::3] = 0
+    full = U.ffi_forward(x.detach(), W.detach(), I.long(), c.detach())
+    dx, dW, _ = U.ffi_backward(g, x.detach(), W.detach(), I.long())
+    monkeypatch.setattr(U, "label_chunk", lambda batch, budget=0: 7)  # 300 labels in chunks of 7
+    assert torch.allclose(U.ffi_forward(x.detach(), W.detach(), I.long(), c.detach()), full, atol=1e-12)
+    dx7, dW7, _ = U.ffi_backward(g, x.detach(), W.detach(), I.long())
+    assert torch.allclose(dx7, dx, atol=1e-12) and torch.allclose(dW7, dW, atol=1e-12)

@@ -7,8 +7,8 @@ Schultheis & Babbar, "Towards Memory-Efficient Training for Extremely Large Outp
               dx[b, i] = sum_{(k, l): I[k, l] = i} g[b, l] W[k, l]              (Alg. 2, scatter-add)
 Labels whose back-propagated signal g[:, l] is exactly zero for the whole batch are skipped in
 the backward pass (with the squared hinge, every label whose margin is met: implicit negative
-mining). Every pass loops over the s fan-in slots, so nothing larger than (m, B) is formed and no
-dense (e, m) matrix ever exists; indices are int64 in memory only during a call. This torch path
+mining). Every pass loops over cache-sized chunks of labels and, inside, over the s fan-in slots,
+so nothing larger than (m, B) is formed and no dense (e, m) matrix ever exists; indices are int64 in memory only during a call. This torch path
 is the CPU implementation and the reference for any GPU kernel.
 """
 
@@ -17,30 +17,44 @@ from __future__ import annotations
 import torch
 
 
+def label_chunk(batch: int, budget: int = 1 << 18) -> int:
+    """Labels per chunk so that a (chunk, B) block (the accumulator) stays cache-sized."""
+    return max(1, budget // max(1, batch))
+
+
 def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-    """o = x W_sparse + c, one fan-in slot k at a time: o^T += W[k] * x^T[I[k]] (row gathers of x^T
-    are contiguous copies of B values, and nothing larger than (m, B) is ever formed)."""
+    """o = x W_sparse + c. Per chunk of labels and fan-in slot k: o^T[chunk] += W[k] * x^T[I[k]]
+    (row gathers of x^T are contiguous copies of B values; nothing larger than (m, B) is formed)."""
     xT = x.T.contiguous()                                                          # (e, B)
-    oT = torch.zeros(W.shape[1], x.shape[0], dtype=x.dtype, device=x.device)       # (m, B)
-    for k in range(W.shape[0]):
-        oT.addcmul_(W[k].unsqueeze(1), xT.index_select(0, I[k]))                   # (m, B)
-    o = oT.T
-    return o if c is None else o + c
+    m, B = W.shape[1], x.shape[0]
+    oT = torch.empty(m, B, dtype=x.dtype, device=x.device)                         # (m, B)
+    step = label_chunk(B)
+    for a in range(0, m, step):
+        acc = torch.zeros(min(step, m - a), B, dtype=x.dtype, device=x.device)      # (c, B)
+        Ic, Wc = I[:, a:a + step], W[:, a:a + step]
+        for k in range(W.shape[0]):
+            acc.addcmul_(Wc[k].unsqueeze(1), xT.index_select(0, Ic[k]))
+        oT[a:a + step] = acc
+    return oT.T if c is None else oT.T + c
 
 
 def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
                  need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """(dx, dW, active labels); labels with an all-zero column of g are skipped entirely."""
     active = (g != 0).any(0).nonzero().squeeze(1)                                  # (a,)
-    xT = x.T.contiguous()                                                          # (e, B)
-    gT = g.T[active].contiguous()                                                  # (a, B)
-    Ia, Wa = I[:, active], W[:, active]                                            # (s, a)
+    xT, gT = x.T.contiguous(), g.T                                                 # (e, B), (m, B)
     dW = torch.zeros_like(W)
     dxT = torch.zeros_like(xT) if need_x else None
-    for k in range(W.shape[0]):
-        dW[k, active] = (gT * xT.index_select(0, Ia[k])).sum(1)                    # (a,)
-        if need_x:
-            dxT.index_add_(0, Ia[k], gT * Wa[k].unsqueeze(1))                      # (a, B) into (e, B)
+    step = label_chunk(x.shape[0])
+    for a in range(0, active.numel(), step):
+        L = active[a:a + step]                                                     # (c,)
+        gc, Ic, Wc = gT[L], I[:, L], W[:, L]                                       # (c, B), (s, c), (s, c)
+        dWc = torch.empty_like(Wc)
+        for k in range(W.shape[0]):
+            dWc[k] = (gc * xT.index_select(0, Ic[k])).sum(1)                       # (c,)
+            if need_x:
+                dxT.index_add_(0, Ic[k], gc * Wc[k].unsqueeze(1))                  # (c, B) into (e, B)
+        dW[:, L] = dWc
     return (dxT.T if need_x else None), dW, active
 
 
