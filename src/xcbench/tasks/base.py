@@ -4,7 +4,6 @@
       .in_dim, .n_classes, .stats          sizes and training-set statistics for `Head.setup`
       .train_batches(batch_size, gen)      one epoch of (x, y, idx) batches, order from `gen`
       .evaluate(model, split)              {metric name: value} on "val" or "test"
-      .selection_metric                    the val metric used to pick/report (higher is better)
       .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
 """
 
@@ -16,7 +15,6 @@ import torch
 
 
 class Task:
-    selection_metric = "loss"
     eval_splits: tuple[str, ...] = ("val",)  # evaluated after every epoch, keys prefixed "<split>_"
     eval_at_start = False                    # also evaluate before the first epoch (curves from epoch 0)
 

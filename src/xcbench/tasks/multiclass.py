@@ -35,7 +35,6 @@ def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generato
 
 @TASKS.register("multiclass")
 class MultiClassTask(Task):
-    selection_metric = "top1"
     eval_splits = ("train", "val")
     eval_at_start = True
 

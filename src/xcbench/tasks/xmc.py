@@ -21,7 +21,6 @@ KS = (1, 3, 5)
 
 @TASKS.register("xmc")
 class XMCTask(Task):
-    selection_metric = "P@1"
 
     def __init__(self, exp: dict, entry: dict, processed: str, features: str, device: torch.device,
                  seed: int) -> None:
