@@ -10,6 +10,7 @@ METHODS = {
     "sox": "SOX",
     "sgd": "SGD (dual)",
     "bsgd": "BSGD",
+    "sampled_softmax": "Sampled softmax",
     "dense": "Dense",
     "unstructured": "Unstructured-32",
     "uniform": "Uniform-32",

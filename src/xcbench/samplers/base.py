@@ -13,7 +13,8 @@ from torch import nn
 
 
 class Sampler(nn.Module):
-    needs_index = False  # True: `update(class_emb)` must run before sampling
+    needs_index = False        # True: `update(class_emb)` must run before sampling (at each epoch start)
+    update_every_step = False  # True: cheap enough to refresh from the current embeddings every step
 
     def __init__(self, n_classes: int) -> None:
         super().__init__()

@@ -1,0 +1,73 @@
+"""Query-independent and exact proposals for sampled softmax.
+
+  uniform:  q(c | h) = 1 / n
+  unigram:  q(c | h) = (N_c + 1) / sum_c' (N_c' + 1)   (training-label frequencies, add-one smoothed
+            so that every class can be drawn and log q is finite)
+  exact:    q(c | h) = softmax(tau h . e_c)            (the full softmax, the RF-softmax paper's EXP;
+            O(n d) per query, the reference every cheaper proposal is compared with)
+All draw m classes i.i.d. with replacement from an explicit generator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from xcbench.registry import SAMPLERS
+from xcbench.samplers.base import Sampler
+
+
+@SAMPLERS.register("uniform")
+class Uniform(Sampler):
+    def sample(self, h, m, gen):
+        ids = torch.randint(0, self.n_classes, (h.shape[0], m), generator=gen, device=h.device)     # (B, m)
+        return ids, self.log_prob(h, ids)
+
+    def log_prob(self, h, ids):
+        return torch.full(ids.shape, -math.log(self.n_classes), device=ids.device)
+
+
+@SAMPLERS.register("unigram")
+class Unigram(Sampler):
+    def __init__(self, n_classes: int) -> None:
+        super().__init__(n_classes)
+        self.register_buffer("log_q", torch.full((n_classes,), -math.log(n_classes)))
+
+    def setup(self, label_counts: torch.Tensor) -> None:
+        c = label_counts.double() + 1.0
+        self.log_q = (c / c.sum()).log().float().to(self.log_q.device)
+
+    def sample(self, h, m, gen):
+        ids = torch.multinomial(self.log_q.exp().expand(h.shape[0], -1), m, replacement=True, generator=gen)
+        return ids, self.log_prob(h, ids)
+
+    def log_prob(self, h, ids):
+        return self.log_q[ids]
+
+
+@SAMPLERS.register("exact")
+class Exact(Sampler):
+    """Samples from softmax(tau h E^T) of the current class embeddings (set by `update`)."""
+
+    needs_index = True
+    update_every_step = True
+
+    def __init__(self, n_classes: int, tau: float = 1.0) -> None:
+        super().__init__(n_classes)
+        self.tau = tau
+        self.E: torch.Tensor | None = None
+
+    def update(self, class_emb):
+        self.E = class_emb.detach()
+
+    def _logp(self, h):
+        return torch.log_softmax(self.tau * h.detach() @ self.E.T, 1)                               # (B, n)
+
+    def sample(self, h, m, gen):
+        logp = self._logp(h)
+        ids = torch.multinomial(logp.exp(), m, replacement=True, generator=gen)                      # (B, m)
+        return ids, logp.gather(1, ids)
+
+    def log_prob(self, h, ids):
+        return self._logp(h).gather(1, ids)

@@ -1,0 +1,130 @@
+"""Every registered sampler against its brute-force distribution; sampled softmax vs full softmax."""
+
+import math
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from xcbench.heads.sampled_softmax import sampled_softmax_loss
+from xcbench.registry import SAMPLERS
+
+N, D = 40, 6
+
+
+def _sampler(name):
+    g = torch.Generator().manual_seed(0)
+    s = SAMPLERS.get(name)(N, **({"D": 64} if name == "rff" else {}))
+    if hasattr(s, "setup"):
+        s.setup(torch.randint(0, 50, (N,), generator=g))
+    s.update(torch.nn.functional.normalize(torch.randn(N, D, generator=g), dim=1))
+    return s
+
+
+def _h(B=3):
+    return torch.randn(B, D, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_log_prob_is_a_normalised_distribution(name):
+    s, h = _sampler(name), _h()
+    lp = s.log_prob(h, torch.arange(N).expand(h.shape[0], -1))
+    assert torch.allclose(lp.double().exp().sum(1), torch.ones(h.shape[0], dtype=torch.float64), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_draws_follow_log_prob(name):
+    s, h = _sampler(name), _h(1)
+    ids, log_q = s.sample(h, 100_000, torch.Generator().manual_seed(2))
+    assert ids.shape == (1, 100_000) and torch.allclose(log_q, s.log_prob(h, ids))
+    counts = torch.bincount(ids[0], minlength=N).double()
+    expected = s.log_prob(h, torch.arange(N).unsqueeze(0))[0].double().exp() * 100_000
+    assert chisquare(counts.numpy(), expected.numpy() * counts.sum().item() / expected.sum().item()).pvalue > 1e-3
+
+
+def test_sampled_softmax_gradient_converges_to_full_softmax_with_exact_proposal():
+    """E over draws of d loss / d o -> softmax(o) - onehot(t) as m grows, with q = softmax(o)."""
+    g = torch.Generator().manual_seed(0)
+    o = torch.randn(N, generator=g) * 2
+    t = 3
+    full = torch.softmax(o, 0) - torch.nn.functional.one_hot(torch.tensor(t), N)
+    q = torch.softmax(o, 0)
+    errors = {}
+    for m in (5, 50, 500):
+        acc = torch.zeros(N)
+        R = 400
+        for _ in range(R):
+            ids = torch.multinomial(q, m, replacement=True, generator=g)
+            oo = o.clone().requires_grad_(True)
+            loss = sampled_softmax_loss(oo[t].unsqueeze(0), oo[ids].unsqueeze(0), q.log()[ids].unsqueeze(0),
+                                        (ids == t).unsqueeze(0), m)
+            loss.sum().backward()
+            acc += oo.grad
+        errors[m] = (acc / R - full).abs().sum().item()
+    assert errors[500] < errors[50] < errors[5]
+    assert errors[500] < 0.1
+
+
+def test_log_q_correction_and_hit_masking():
+    o_t, o_s = torch.tensor([1.0]), torch.tensor([[2.0, 0.5]])
+    log_q = torch.log(torch.tensor([[0.25, 0.5]]))
+    hits = torch.tensor([[False, True]])
+    got = sampled_softmax_loss(o_t, o_s, log_q, hits, 2)
+    want = -(1.0 - math.log(math.exp(1.0) + math.exp(2.0 - math.log(2 * 0.25))))
+    assert got.item() == pytest.approx(want, abs=1e-6)
+
+
+def _brute_kernel(s, h):
+    ph = s.phi(torch.nn.functional.normalize(h, dim=1))
+    k = ph @ s.phi_c.T                                                                  # (B, n)
+    return k / k.sum(1, keepdim=True)
+
+
+def test_quadratic_tree_equals_brute_force_kernel_distribution():
+    s, h = _sampler("quadratic"), _h()
+    ref = _brute_kernel(s, h)
+    lp = s.log_prob(h, torch.arange(N).expand(h.shape[0], -1)).double().exp()
+    assert torch.allclose(lp, ref.double(), atol=1e-5)
+    assert torch.all(ref > 0) and s.phi_c.shape[1] == D * D + 1
+
+
+def test_rff_kernel_estimate_and_positive_case_matches_brute_force():
+    g = torch.Generator().manual_seed(3)
+    x = torch.nn.functional.normalize(torch.randn(200, D, generator=g), dim=1)
+    y = torch.nn.functional.normalize(torch.randn(200, D, generator=g), dim=1)
+    s = SAMPLERS.get("rff")(N, D=20000, nu=2.0)
+    est = (s.phi(x) * s.phi(y)).sum(1)
+    target = torch.exp(-2.0 * (x - y).square().sum(1) / 2)
+    assert (est - target).abs().max() < 0.05  # unbiased Monte-Carlo estimate, D = 20000
+    s = SAMPLERS.get("rff")(N, D=4096, nu=0.5)  # small nu: all kernel values clearly positive
+    s.update(torch.randn(N, D, generator=g))
+    h = _h()
+    ref = _brute_kernel(s, h)
+    assert torch.all(ref > 0)
+    lp = s.log_prob(h, torch.arange(N).expand(h.shape[0], -1)).double().exp()
+    assert torch.allclose(lp, ref.double(), atol=1e-4)
+
+
+def test_tree_row_update_equals_rebuild():
+    g = torch.Generator().manual_seed(4)
+    E = torch.randn(N, D, generator=g)
+    s = _sampler("quadratic")
+    s.update(E)
+    ids = torch.tensor([0, 7, 39])
+    E2 = E.clone()
+    E2[ids] = torch.randn(3, D, generator=g)
+    s.update_rows(ids, E2[ids])
+    fresh = _sampler("quadratic")
+    fresh.update(E2)
+    h = _h()
+    all_ids = torch.arange(N).expand(h.shape[0], -1)
+    assert torch.allclose(s.log_prob(h, all_ids), fresh.log_prob(h, all_ids), atol=1e-5)
+
+
+def test_rff_features_fixed_until_reseeded():
+    s = SAMPLERS.get("rff")(N, D=64)
+    z = torch.nn.functional.normalize(torch.randn(5, D), dim=1)
+    a, b = s.phi(z), s.phi(z)
+    assert torch.equal(a, b)
+    s.reseed(1)
+    assert not torch.equal(a, s.phi(z))
