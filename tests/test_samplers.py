@@ -15,8 +15,7 @@ N, D = 40, 6
 def _sampler(name):
     g = torch.Generator().manual_seed(0)
     s = SAMPLERS.get(name)(N, **({"D": 64} if name == "rff" else {}))
-    if hasattr(s, "setup"):
-        s.setup(torch.randint(0, 50, (N,), generator=g))
+    s.setup(torch.randint(0, 50, (N,), generator=g))
     s.update(torch.nn.functional.normalize(torch.randn(N, D, generator=g), dim=1))
     return s
 

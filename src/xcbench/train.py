@@ -152,9 +152,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     model.eval()
     test = task.evaluate(model, "test")
     final_train = task.evaluate(model, "train") if train_cfg.get("eval_train", False) else {}
+    epoch_times = [h["epoch_time_s"] for h in history if h["epoch"] > 0]
     return {"test": test, "train": final_train, "history": history, "wall_time_s": elapsed,
-            "time_per_epoch_s": float(np.mean([h["epoch_time_s"] for h in history if h["epoch"] > 0]))
-            if epochs else 0.0,
+            "time_per_epoch_s": float(np.mean(epoch_times)) if epoch_times else 0.0,
             "memory": memory_report(model, opt, device), "head": model.head.report()}
 
 

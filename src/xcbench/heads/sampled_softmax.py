@@ -44,8 +44,7 @@ class SampledSoftmax(Head):
         self.m, self.tau, self.normalize = m, tau, normalize
 
     def setup(self, stats: dict) -> None:
-        if hasattr(self.sampler, "setup"):
-            self.sampler.setup(stats["label_counts"])
+        self.sampler.setup(stats["label_counts"])
 
     def on_epoch_start(self, step: int) -> None:
         self.sampler.update(self._emb())

@@ -20,6 +20,9 @@ class Sampler(nn.Module):
         super().__init__()
         self.n_classes = n_classes
 
+    def setup(self, label_counts: torch.Tensor) -> None:
+        """Training-label frequencies before training (unigram proposals); default no-op."""
+
     def update(self, class_emb: torch.Tensor) -> None:
         """Rebuild the index from the current class embeddings (k-means, tree, hash); default no-op."""
 
