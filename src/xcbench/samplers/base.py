@@ -26,6 +26,9 @@ class Sampler(nn.Module):
     def update(self, class_emb: torch.Tensor) -> None:
         """Rebuild the index from the current class embeddings (k-means, tree, hash); default no-op."""
 
+    def update_rows(self, ids: torch.Tensor, new_emb: torch.Tensor) -> None:
+        """Refresh the index for the changed classes `ids` (distinct) after an optimizer step; default no-op."""
+
     def sample(self, h: torch.Tensor, m: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """ids (B, m) long and their log q (B, m)."""
         raise NotImplementedError

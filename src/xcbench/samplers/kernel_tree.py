@@ -1,7 +1,7 @@
 """Kernel-based proposals sampled through a divide-and-conquer tree (Blanc & Rendle 2018).
 
 If K(h, c) = phi(h) . phi(c), then q(i | h) = phi(h).phi(c_i) / phi(h).sum_j phi(c_j). A complete
-binary tree over the classes stores at every node the sum S of phi(c) over its leaves. A draw
+binary tree over the classes holds for every node the sum S of phi(c) over its leaves. A draw
 descends from the root, going left with probability
     a_L / (a_L + a_R),   a = max(phi(h) . S_child, eps)   (a = 0 for a subtree without classes),
 so one draw costs O(D log n), and updating one class's phi costs O(D log n) (its path's sums).
@@ -30,74 +30,123 @@ EPS = 1e-12
 
 
 class KernelTree(Sampler):
+    """Storage: only the sums of *left* children (left[l][j] = S of node 2j at level l, l = 1..depth)
+    and the root sum; a right child's mass is its parent's mass minus its sibling's,
+    phi(h).S_right = phi(h).S_parent - phi(h).S_left. This stores n D floats instead of 2n D and does
+    one dot product per level and draw instead of two. The raw (unclamped) mass of the chosen child
+    is carried down as the next parent mass; `sample` and `log_prob` run the same arithmetic."""
+
     needs_index = True
 
-    def __init__(self, n_classes: int) -> None:
+    def __init__(self, n_classes: int, dense_nodes: int = 4096) -> None:
         super().__init__(n_classes)
+        self.dense_nodes = dense_nodes  # levels with at most this many nodes: one matmul for all of them
         self.depth = max(1, math.ceil(math.log2(max(2, n_classes))))
-        self.levels: list[torch.Tensor] = []   # levels[l]: (2^l, D) node sums, l = 0 root .. depth leaves
-        self.counts: list[torch.Tensor] = []   # real classes under each node
-        self.phi_c: torch.Tensor | None = None
+        self.left: list[torch.Tensor | None] = []  # left[l]: (2^(l-1), D), l = 1..depth (left[0] unused)
+        self.counts: list[torch.Tensor] = []        # counts[l]: (2^l,) real classes under each node
+        self.root: torch.Tensor | None = None       # (D,)
+        self.c: torch.Tensor | None = None          # (n, d) normalised class embeddings (for row updates)
 
     def phi(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    @property
+    def phi_c(self) -> torch.Tensor:
+        """phi of every class (n, D), recomputed: for tests and small n."""
+        return self.phi(self.c)
+
+    def _phi_chunked(self, z: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
+        return torch.cat([self.phi(z[s:s + chunk]) for s in range(0, max(1, len(z)), chunk)])
+
     def update(self, class_emb):
         P = 2 ** self.depth
-        phi = self.phi(F.normalize(class_emb.detach(), dim=1))                             # (n, D)
-        leaves = torch.zeros(P, phi.shape[1], dtype=phi.dtype, device=phi.device)
-        leaves[: self.n_classes] = phi
-        cnt = torch.zeros(P, device=phi.device)
+        self.c = F.normalize(class_emb.detach(), dim=1)                                    # (n, d)
+        c = torch.zeros(P, self.c.shape[1], dtype=self.c.dtype, device=self.c.device)
+        c[: self.n_classes] = self.c
+        cnt = torch.zeros(P, device=c.device)
         cnt[: self.n_classes] = 1
-        self.phi_c, self.levels, self.counts = phi, [leaves], [cnt]
-        for _ in range(self.depth):
-            self.levels.insert(0, self.levels[0].view(-1, 2, phi.shape[1]).sum(1))
-            self.counts.insert(0, self.counts[0].view(-1, 2).sum(1))
+        real = cnt.bool()
+        # leaves: left = even classes, right = odd ones; padding leaves have phi = 0
+        lft = self._phi_chunked(c[0::2]) * real[0::2].unsqueeze(1)                          # (P/2, D)
+        cur = lft + self._phi_chunked(c[1::2]) * real[1::2].unsqueeze(1)                   # level depth-1 sums
+        self.left, self.counts = [None] * (self.depth + 1), [None] * (self.depth + 1)
+        self.left[self.depth], self.counts[self.depth] = lft, cnt
+        for lvl in range(self.depth - 1, 0, -1):
+            self.left[lvl] = cur[0::2].contiguous()
+            cur = self.left[lvl] + cur[1::2]
+            self.counts[lvl] = self.counts[lvl + 1].view(-1, 2).sum(1)
+        self.counts[0] = self.counts[1].view(-1, 2).sum(1)
+        self.root = cur.squeeze(0)                                                         # (D,)
 
     def update_rows(self, ids: torch.Tensor, new_emb: torch.Tensor) -> None:
-        """Replace the embeddings of classes `ids` (distinct): O(|ids| D log n)."""
-        new = self.phi(F.normalize(new_emb.detach(), dim=1))
-        delta = new - self.phi_c[ids]
-        self.phi_c[ids] = new
+        """Replace the embeddings of classes `ids` (distinct): O(|ids| (D log n + phi cost))."""
+        new_c = F.normalize(new_emb.detach(), dim=1).to(self.c.dtype)
+        delta = self.phi(new_c) - self.phi(self.c[ids])                                    # (r, D)
+        self.c[ids] = new_c
         node = ids.clone()
-        for lvl in range(self.depth, -1, -1):
-            self.levels[lvl].index_add_(0, node, delta)
+        for lvl in range(self.depth, 0, -1):
+            is_left = node % 2 == 0
+            self.left[lvl].index_add_(0, node[is_left] // 2, delta[is_left])
             node = node // 2
+        self.root += delta.sum(0)
 
-    def _branch(self, ph: torch.Tensor, node: torch.Tensor, lvl: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities (left, right) of stepping from `node` at level lvl to its children."""
-        kids = torch.stack([2 * node, 2 * node + 1], -1)                                   # (..., 2)
-        mass = (ph.unsqueeze(-2) * self.levels[lvl + 1][kids]).sum(-1)                     # (..., 2)
-        mass = torch.where(self.counts[lvl + 1][kids] > 0, mass.clamp(min=EPS), torch.zeros_like(mass))
-        logp = mass.log() - mass.sum(-1, keepdim=True).log()
-        return logp[..., 0], logp[..., 1]
+    def memory_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.left if t is not None) + self.root.numel() * 4
+
+    def _left_mass(self, ph: torch.Tensor, node: torch.Tensor, lvl: int) -> torch.Tensor:
+        """Raw kernel mass (B, k) of the left child of `node` (B, k) at level lvl.
+
+        Upper levels (at most `dense_nodes` left children): one (B, D) x (D, 2^lvl) matmul for
+        all of them, then a gather; many draws share these nodes. Deeper levels: gather each draw's
+        left-child sum, O(B k D). Both give the same numbers (tests/test_rff.py)."""
+        S = self.left[lvl + 1]                                                             # (2^lvl, D)
+        if S.shape[0] <= self.dense_nodes:
+            return (ph @ S.T).gather(1, node)                                              # (B, k)
+        return torch.bmm(F.embedding(node, S), ph.unsqueeze(2)).squeeze(2)                 # (B, k)
+
+    def _branch(self, ph, node, lvl, parent):
+        """(log P(left), log P(right), raw left mass, raw right mass) of stepping down from `node`."""
+        m_l = self._left_mass(ph, node, lvl)
+        m_r = parent - m_l
+        cnt = self.counts[lvl + 1]
+        a_l = torch.where(cnt[2 * node] > 0, m_l.clamp(min=EPS), torch.zeros_like(m_l))
+        a_r = torch.where(cnt[2 * node + 1] > 0, m_r.clamp(min=EPS), torch.zeros_like(m_r))
+        tot = (a_l + a_r).log()
+        return a_l.log() - tot, a_r.log() - tot, m_l, m_r
+
+    def _start(self, h, k):
+        ph = self.phi(F.normalize(h.detach(), dim=1).to(self.root.dtype))                 # (B, D)
+        parent = (ph @ self.root).unsqueeze(1).expand(-1, k).contiguous()                 # (B, k) root mass
+        return ph, parent
 
     def sample(self, h, m, gen):
-        ph = self.phi(F.normalize(h.detach(), dim=1)).unsqueeze(1).expand(-1, m, -1)      # (B, m, D)
+        ph, parent = self._start(h, m)
         node = torch.zeros(h.shape[0], m, dtype=torch.long, device=h.device)
         log_q = torch.zeros(h.shape[0], m, dtype=ph.dtype, device=h.device)
         for lvl in range(self.depth):
-            lp_l, lp_r = self._branch(ph, node, lvl)
+            lp_l, lp_r, m_l, m_r = self._branch(ph, node, lvl, parent)
             go_right = torch.rand(node.shape, generator=gen, device=h.device).log() >= lp_l   # P(right) = 1 - e^lp_l
             log_q += torch.where(go_right, lp_r, lp_l)
+            parent = torch.where(go_right, m_r, m_l)
             node = 2 * node + go_right.long()
         return node, log_q.float()
 
     def log_prob(self, h, ids):
-        ph = self.phi(F.normalize(h.detach(), dim=1)).unsqueeze(1).expand(-1, ids.shape[1], -1)
+        ph, parent = self._start(h, ids.shape[1])
         log_q = torch.zeros(ids.shape, dtype=ph.dtype, device=ids.device)
         for lvl in range(self.depth):
             node = ids >> (self.depth - lvl)                                               # ancestor at lvl
             right = ((ids >> (self.depth - lvl - 1)) & 1).bool()
-            lp_l, lp_r = self._branch(ph, node, lvl)
+            lp_l, lp_r, m_l, m_r = self._branch(ph, node, lvl, parent)
             log_q += torch.where(right, lp_r, lp_l)
+            parent = torch.where(right, m_r, m_l)
         return log_q.float()
 
 
 @SAMPLERS.register("quadratic")
 class Quadratic(KernelTree):
-    def __init__(self, n_classes: int, alpha: float = 100.0) -> None:
-        super().__init__(n_classes)
+    def __init__(self, n_classes: int, alpha: float = 100.0, dense_nodes: int = 4096) -> None:
+        super().__init__(n_classes, dense_nodes)
         self.alpha = alpha
 
     def phi(self, z):
@@ -107,8 +156,8 @@ class Quadratic(KernelTree):
 
 @SAMPLERS.register("rff")
 class RFF(KernelTree):
-    def __init__(self, n_classes: int, D: int = 1024, nu: float = 4.0, seed: int = 0) -> None:
-        super().__init__(n_classes)
+    def __init__(self, n_classes: int, D: int = 1024, nu: float = 4.0, seed: int = 0, dense_nodes: int = 4096) -> None:
+        super().__init__(n_classes, dense_nodes)
         self.D, self.nu, self.seed = D, nu, seed
         self.w: torch.Tensor | None = None
 
@@ -119,6 +168,35 @@ class RFF(KernelTree):
     def phi(self, z):
         if self.w is None or self.w.shape[1] != z.shape[-1]:
             g = torch.Generator().manual_seed(self.seed)
-            self.w = (torch.randn(self.D, z.shape[-1], generator=g) * math.sqrt(self.nu)).to(z.device)  # (D, d)
+            w = torch.randn(self.D, z.shape[-1], generator=g, dtype=torch.float64) * math.sqrt(self.nu)  # (D, d)
+            self.w = w.to(device=z.device, dtype=z.dtype)
+        if self.w.dtype != z.dtype or self.w.device != z.device:
+            self.w = self.w.to(device=z.device, dtype=z.dtype)
         p = z @ self.w.T                                                                   # (..., D)
         return torch.cat([p.cos(), p.sin()], -1) / math.sqrt(self.D)                       # (..., 2D)
+
+
+@SAMPLERS.register("random_maclaurin")
+class RandomMaclaurin(KernelTree):
+    """Random Maclaurin features (Kar & Karnick 2012) of K(x, y) = exp(tau x.y) = sum_n a_n (x.y)^n,
+    a_n = tau^n / n!. Feature k draws a degree N_k with P(N = n) = 2^-(n+1) and Rademacher vectors
+    w_k1..w_kN; z_k(x) = sqrt(a_N 2^(N+1)) prod_j w_kj . x, phi = D^-1/2 z, so E[phi(x).phi(y)] = K(x, y).
+    Unbiased but heavy-tailed (the RF-softmax paper's Table 1); negative estimates are clamped in the
+    tree like RFF's. Degrees are capped at `max_degree` (P(N > 30) = 2^-31)."""
+
+    def __init__(self, n_classes: int, D: int = 1024, tau: float = 1.0, seed: int = 0, max_degree: int = 30,
+                 dense_nodes: int = 4096) -> None:
+        super().__init__(n_classes, dense_nodes)
+        self.D, self.tau, self.seed, self.max_degree = D, tau, seed, max_degree
+
+    def phi(self, z):
+        g = torch.Generator().manual_seed(self.seed)
+        u = torch.rand(self.D, generator=g, dtype=torch.float64)
+        N = torch.floor(-torch.log2(u)).clamp(max=self.max_degree).long()                 # P(N = n) = 2^-(n+1)
+        a = torch.exp(N * math.log(self.tau) - torch.lgamma(N + 1.0)) if self.tau > 0 else (N == 0).double()
+        out = torch.sqrt(a * 2.0 ** (N + 1)).to(z.dtype).to(z.device).expand(*z.shape[:-1], self.D).clone()
+        for j in range(1, int(N.max()) + 1):
+            w = (torch.randint(0, 2, (self.D, z.shape[-1]), generator=g) * 2 - 1).to(z.dtype).to(z.device)
+            act = (N >= j).nonzero().squeeze(1).to(z.device)                               # features of degree >= j
+            out[..., act] *= z @ w[act].T                                                  # (..., |act|)
+        return out / math.sqrt(self.D)
