@@ -16,3 +16,18 @@ def pick_device(pref: str = "auto") -> torch.device:
     if pref == "auto":
         pref = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(pref)
+
+
+def device_name(device: torch.device) -> str:
+    """Human-readable name of the device: the GPU model, or the CPU model from /proc/cpuinfo."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() + f" ({torch.get_num_threads()} threads)"
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()

@@ -26,8 +26,9 @@ from tqdm import tqdm
 
 from xcbench import __version__
 from xcbench.config import ROOT, deep_merge
+from xcbench.device import device_name
 from xcbench.io import torch_save, write_json, write_text, write_yaml
-from xcbench.optim.weights import Plateau, schedule
+from xcbench.optim.weights import Plateau, clip_grad_norm, schedule
 from xcbench.registry import ENCODERS, HEADS, OPTIMIZERS
 from xcbench.seed import seed_global, torch_generator
 
@@ -131,6 +132,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                     f"lower train.lr (now {lr:g}) or check the input features for NaN/inf")
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if train_cfg.get("grad_clip"):
+                clip_grad_norm(model.parameters(), float(train_cfg["grad_clip"]))
             opt.step()
             model.head.after_step(epoch * nb + step + 1, opt)
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
@@ -187,6 +190,8 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
                 "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
                 "train": train_cfg, "model": model_cfg, "task": exp["task"], "data": task.info}
     write_yaml(out_dir / "config.resolved.yaml", resolved)
+    if getattr(task, "probe", False):  # a measurement (tasks/probes.py): nothing is trained
+        return _write_probe(task, spec, exp, dataset, method, seed, out_dir, device)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
     hist = res["history"]
@@ -207,4 +212,16 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
         (out_dir / CHECKPOINT).unlink(missing_ok=True)
     if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
         raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
+    return metrics
+
+
+def _write_probe(task, spec: dict, exp: dict, dataset: str, method: str, seed: int, out_dir: Path,
+                 device: torch.device) -> dict:
+    t0 = time.perf_counter()
+    values = task.measure(spec, seed)
+    metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0, "device": str(device),
+               "device_name": device_name(device), "seed": seed, "dataset": dataset, "method": method, "scale": exp["scale"],
+               "git_commit": git_commit(), "versions": {"xcbench": __version__, "torch": torch.__version__}}
+    write_text(out_dir / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
+    write_json(out_dir / "metrics.json", metrics)
     return metrics

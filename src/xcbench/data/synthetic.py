@@ -13,6 +13,11 @@ readers, `prepare` and feature extraction are exercised exactly as on real data.
 - `synthetic-lm`: a Zipfian bigram source: with prob lam the next word is drawn from the unigram
   Zipf law, else from the previous word's own sparse successor distribution.
 - `synthetic-seq`: latent user/item model: next item ~ softmax((u + v_prev) . v_i / T + b_i).
+- `synthetic-vectors`: n vectors around `n_clusters` centres. kind `images`: 16x16 non-negative
+  smooth images (a prototype per cluster = the positive part of a Gaussian-smoothed random field;
+  a sample = the positive part of its prototype plus smoothed noise), the USPS stand-in of the
+  RF-softmax kernel table (pairwise cosines spread over ~0.2-0.95 as for digit images); kind
+  `sphere`: centres on the unit sphere in R^dim plus Gaussian noise (class embeddings for timings).
 """
 
 from __future__ import annotations
@@ -159,3 +164,28 @@ def generate(entry: dict, raw_dir: str | Path) -> list[str]:
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
     return GENERATORS.get(entry["generator"])(raw_dir, **entry.get("params", {}))
+
+
+@GENERATORS.register("synthetic-vectors")
+def synthetic_vectors(out: Path, seed: int, n: int, dim: int = 256, n_clusters: int = 10, kind: str = "images",
+                      noise: float = 0.6) -> list[str]:
+    from scipy.ndimage import gaussian_filter
+
+    rng = numpy_generator(seed, f"synthetic-vectors/{kind}")
+    y = rng.integers(0, n_clusters, n)
+    if kind == "images":
+        side = int(round(dim ** 0.5))
+        if side * side != dim:
+            raise ValueError(f"synthetic-vectors: kind images needs a square dim, got {dim}")
+        field = lambda k: np.stack([gaussian_filter(rng.standard_normal((side, side)), 1.5) for _ in range(k)])  # noqa: E731
+        protos = np.maximum(field(n_clusters), 0) * 4.0                                     # (K, side, side)
+        x = np.maximum(protos[y] + noise * field(n) * 4.0, 0).reshape(n, dim)
+    else:
+        mu = rng.standard_normal((n_clusters, dim))
+        mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+        x = mu[y] + noise / np.sqrt(dim) * rng.standard_normal((n, dim))
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    with atomic_path(out / "vectors.npz") as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, train_x=x.astype(np.float32), train_y=y.astype(np.int64))
+    return ["vectors.npz"]

@@ -1,6 +1,8 @@
 """Encoders h = f(x) over fixed features, trained jointly with the head.
 
 - `identity`: h = x (a linear classifier on the fixed features).
+- `linear`: h = x P, a learned (e, out) projection without bias (the RF-softmax XMC model maps the
+  v-dim BOW to 128-d by a v x 128 matrix; here x is the fixed feature vector, see the experiment).
 - `mlp`: h = ReLU(dropout(x) A + a), one hidden layer (the intermediate layer of the sparse-layer
   paper, Schultheis & Babbar 2023, section 4).
 Parameters are initialised from an explicit generator.
@@ -39,3 +41,15 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.drop(x) @ self.A + self.a)                                          # (B, I)
+
+
+@ENCODERS.register("linear")
+class Linear(nn.Module):
+    def __init__(self, in_dim: int, gen: torch.Generator, out: int = 128, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.out_dim = out
+        self.drop = nn.Dropout(dropout)
+        self.P = nn.Parameter(torch.randn(in_dim, out, generator=gen) / math.sqrt(in_dim))        # (e, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(x) @ self.P                                                               # (B, out)

@@ -13,14 +13,20 @@ from xcbench.heads.base import LinearHead
 from xcbench.registry import HEADS
 
 
+def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean softmax cross-entropy of logits o (B, C): single-label y (B,), or padded multi-label
+    y (B, Lmax) with a uniform target over each row's positives (rows without labels skipped)."""
+    logp = torch.log_softmax(o, 1)                                                  # (B, C)
+    if y.dim() == 1:
+        return -logp.gather(1, y.unsqueeze(1)).mean()
+    mask = y >= 0                                                                   # (B, Lmax)
+    per = -(logp.gather(1, y.clamp(min=0)) * mask).sum(1)                           # (B,)
+    n = mask.sum(1)
+    keep = n > 0
+    return (per[keep] / n[keep]).mean()
+
+
 @HEADS.register("full_softmax")
 class FullSoftmax(LinearHead):
     def loss(self, h, y, idx, gen):
-        logp = torch.log_softmax(self.scores(h), 1)                                     # (B, C)
-        if y.dim() == 1:
-            return -logp.gather(1, y.unsqueeze(1)).mean()
-        mask = y >= 0                                                                   # (B, Lmax)
-        per = -(logp.gather(1, y.clamp(min=0)) * mask).sum(1)                           # (B,)
-        n = mask.sum(1)
-        keep = n > 0
-        return (per[keep] / n[keep]).mean()
+        return softmax_ce(self.scores(h), y)

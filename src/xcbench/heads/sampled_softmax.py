@@ -1,14 +1,24 @@
-"""Sampled softmax with a proposal q (Bengio & Senecal 2008; Rawat et al. 2019, eq. 5).
+"""Cosine (normalised) softmax and sampled softmax with a proposal q (Bengio & Senecal 2008;
+Rawat et al. 2019, RF-softmax eqs. 1-6).
 
-Logits o_c = tau h . e_c (h, e_c L2-normalised when `normalize`). For target t and m negatives
-s_1..s_m drawn i.i.d. with replacement from q(. | h):
+Logits o_c = tau h . e_c with h and e_c L2-normalised when `normalize` (the RF-softmax setting:
+"1/sqrt(tau)" is the paper's softmax temperature, 0.3 there, so tau = 11.1). With `absolute`
+(Blanc & Rendle's absolute softmax, used with the quadratic kernel) the logits are tau |h . e_c|;
+`scores` then returns those logits too, so evaluation measures the distribution that was trained.
+
+`normalized_softmax` (FULL): cross-entropy over all n classes.
+`sampled_softmax`: for target t and m negatives s_1..s_m drawn i.i.d. with replacement from q(. | h),
     o'_t   = o_t                                   (the positive is not corrected: RF-softmax eq. 5)
     o'_s_j = o_s_j - log(m q(s_j | h))             (log-q correction of every negative)
     o'_s_j = -inf  where s_j == t                  (accidental hits masked)
     loss   = -log softmax([o'_t, o'_s_1 .. o'_s_m])_0
-With q = softmax(o) (the `exact` sampler) the expected gradient tends to the full-softmax gradient
-as m grows (tests/test_samplers.py). The embeddings' gradient is dense here; only the rows used
-are non-zero.
+Multi-label rows (XMC) are reduced to one uniformly drawn positive per row and step, and a draw
+of any of the row's positives counts as an accidental hit. With q = softmax(o) (the `exact` sampler) the expected gradient tends to the full-softmax gradient
+as m grows (tests/test_samplers.py). Class rows are read with `F.embedding(sparse=True)`, so the
+gradient of E is a sparse row tensor touching only the rows used in the batch: a step costs
+O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
+sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
+and rebuilt from all rows at every epoch start.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xcbench.heads.base import Head
+from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
 
 
@@ -31,38 +42,74 @@ def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tens
     return -torch.log_softmax(logits, 1)[:, 0]
 
 
-@HEADS.register("sampled_softmax")
-class SampledSoftmax(Head):
-    multi_label = False
+def pick_one_positive(y: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-label to multi-class reduction (RF-softmax footnote 1): for padded y (B, Lmax), the rows
+    with a label and one of their positives drawn uniformly: (rows (B',), targets (B',))."""
+    n = (y >= 0).sum(1)                                                                  # (B,)
+    rows = (n > 0).nonzero().squeeze(1)
+    r = (torch.rand(len(rows), generator=gen, device=y.device) * n[rows]).long()
+    return rows, y[rows, r]
 
-    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
-                 sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
-                 init_std: float = 0.01) -> None:
+
+@HEADS.register("normalized_softmax")
+class NormalizedSoftmax(Head):
+
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, tau: float = 1.0,
+                 normalize: bool = True, absolute: bool = False, init_std: float = 0.01) -> None:
         super().__init__(in_dim, n_classes, gen)
         self.E = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * init_std)          # (n, d)
+        self.tau, self.normalize, self.absolute = tau, normalize, absolute
+
+    def _unit(self, z: torch.Tensor) -> torch.Tensor:
+        return F.normalize(z, dim=-1) if self.normalize else z
+
+    def _logit(self, dot: torch.Tensor) -> torch.Tensor:
+        return self.tau * (dot.abs() if self.absolute else dot)
+
+    def rows(self, ids: torch.Tensor, sparse: bool = False) -> torch.Tensor:
+        """Class embeddings of `ids` (any shape), normalised when `normalize`: (..., d)."""
+        return self._unit(F.embedding(ids, self.E, sparse=sparse))
+
+    def scores(self, h):
+        return self._logit(self._unit(h) @ self._unit(self.E).T)                             # (B, n)
+
+    def loss(self, h, y, idx, gen):
+        return softmax_ce(self.scores(h), y)
+
+
+@HEADS.register("sampled_softmax")
+class SampledSoftmax(NormalizedSoftmax):
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
+                 sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
+                 absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01) -> None:
+        super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
-        self.m, self.tau, self.normalize = m, tau, normalize
+        self.m, self.sparse_grad = m, sparse_grad
+        self._touched: torch.Tensor | None = None
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
 
     def on_epoch_start(self, step: int) -> None:
-        self.sampler.update(self._emb())
+        self.sampler.update(self._unit(self.E.detach()))
 
-    def _emb(self) -> torch.Tensor:
-        return F.normalize(self.E, dim=1) if self.normalize else self.E
-
-    def _q(self, h):
-        return F.normalize(h, dim=1) if self.normalize else h
+    def after_step(self, step: int, optimizer) -> None:
+        if self._touched is not None:
+            self.sampler.update_rows(self._touched, self.E.detach()[self._touched])
+            self._touched = None
 
     def loss(self, h, y, idx, gen):
-        h, E = self._q(h), self._emb()
+        positives = None
+        if y.dim() == 2:  # multi-label: one positive per row per step; every positive counts as a hit
+            rows, t = pick_one_positive(y, gen)
+            h, positives, y = h[rows], y[rows], t
+        h = self._unit(h)                                                                     # (B, d)
         if self.sampler.update_every_step:
-            self.sampler.update(E)
-        ids, log_q = self.sampler.sample(h, self.m, gen)                                       # (B, m)
-        o_t = self.tau * (h * E[y]).sum(1)                                                     # (B,)
-        o_s = self.tau * torch.einsum("bd,bmd->bm", h, E[ids])                                 # (B, m)
-        return sampled_softmax_loss(o_t, o_s, log_q, ids == y.unsqueeze(1), self.m).mean()
-
-    def scores(self, h):
-        return self.tau * self._q(h) @ self._emb().T                                           # (B, n)
+            self.sampler.update(self._unit(self.E.detach()))
+        ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
+        o_t = self._logit((h * self.rows(y, self.sparse_grad)).sum(1))                        # (B,)
+        o_s = self._logit(torch.einsum("bd,bmd->bm", h, self.rows(ids, self.sparse_grad)))    # (B, m)
+        if self.sampler.needs_index and not self.sampler.update_every_step:
+            self._touched = torch.unique(torch.cat([y, ids.flatten()]))
+        hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
+        return sampled_softmax_loss(o_t, o_s, log_q, hits, self.m).mean()

@@ -53,3 +53,22 @@ class Plateau:
 
     def load_state_dict(self, st: dict) -> None:
         self.lr, self.best, self.bad, self.bad_lr = st["lr"], st["best"], st["bad"], st["bad_lr"]
+
+
+@torch.no_grad()
+def clip_grad_norm(params, max_norm: float) -> float:
+    """Scale all gradients so that their global L2 norm is at most `max_norm` (sparse row gradients
+    are coalesced first, so repeated rows count once); returns the norm before clipping."""
+    grads = []
+    for p in params:
+        if p.grad is not None:
+            if p.grad.is_sparse:
+                p.grad = p.grad.coalesce()
+                grads.append(p.grad.values())
+            else:
+                grads.append(p.grad)
+    norm = torch.sqrt(sum((g.double().square().sum() for g in grads), torch.zeros((), dtype=torch.float64))).item()
+    if norm > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (norm + 1e-6))
+    return norm

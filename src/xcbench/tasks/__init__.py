@@ -1,3 +1,3 @@
 """Tasks (TASKS registry): data batches + evaluation protocol per kind of problem."""
 
-from xcbench.tasks import multiclass, xmc  # noqa: F401  (registers)
+from xcbench.tasks import lm, multiclass, probes, xmc  # noqa: F401  (registers)

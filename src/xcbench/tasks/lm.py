@@ -1,0 +1,73 @@
+"""Word-level language modelling (PTB, WikiText-2): next-token prediction over the vocabulary.
+
+Training: the training text (optionally its first `train_tokens` tokens, the quick scale's subset)
+is cut into non-overlapping windows of `bptt` tokens, x = w[s : s+T], y = w[s+1 : s+T+1]; each epoch
+visits the windows in an order drawn from the explicit generator, each window starting from a zero
+recurrent state (stateless truncated BPTT: every position is a query h with target y; the head sees
+(B*T, d) queries and (B*T,) targets).
+Evaluation: the split's text (its first `eval_tokens` tokens when set) is cut into `eval_streams`
+contiguous streams that are read `bptt` tokens at a time while the recurrent state is carried, so
+every token is predicted from its whole history; perplexity = exp(mean over tokens of
+-log softmax(scores)_target) with the head's full scores over all n classes (metrics.perplexity).
+The curves start before the first update (epoch 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from xcbench import metrics as M
+from xcbench.data.datasets import load_npz
+from xcbench.registry import TASKS
+from xcbench.tasks.base import Task, shuffled_batches
+
+
+@TASKS.register("lm")
+class LMTask(Task):
+    eval_splits = ("val",)
+    eval_at_start = True
+
+    def __init__(self, exp: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+                 seed: int) -> None:
+        arrays, meta = load_npz(processed)
+        self.device = device
+        self.T = int(exp.get("bptt", 35))
+        self.streams = int(exp.get("eval_streams", 10))
+        cap = lambda a, n: a[:n] if n else a  # noqa: E731
+        self.tokens = {"train": torch.from_numpy(cap(arrays["train_tokens"], exp.get("train_tokens"))),
+                       "val": torch.from_numpy(cap(arrays["valid_tokens"], exp.get("eval_tokens"))),
+                       "test": torch.from_numpy(cap(arrays["test_tokens"], exp.get("eval_tokens")))}
+        self.n_classes = int(meta["n_classes"])
+        self.in_dim = self.n_classes
+        n_win = (len(self.tokens["train"]) - 1) // self.T
+        self.starts = torch.arange(n_win) * self.T                                               # (W,)
+        tr = self.tokens["train"]
+        self.stats = {"label_counts": torch.bincount(tr[1:n_win * self.T + 1], minlength=self.n_classes),
+                      "n_train": n_win * self.T}
+        self.info = {"n_train_tokens": len(tr), "n_windows": n_win, "bptt": self.T, "n_classes": self.n_classes,
+                     "n_val_tokens": len(self.tokens["val"]), "n_test_tokens": len(self.tokens["test"]),
+                     "eval_streams": self.streams}
+
+    def n_train_batches(self, batch_size: int) -> int:
+        return -(-len(self.starts) // batch_size)
+
+    def train_batches(self, batch_size, gen):
+        offs = torch.arange(self.T + 1)
+        for b in shuffled_batches(len(self.starts), batch_size, gen):
+            w = self.tokens["train"][self.starts[b].unsqueeze(1) + offs]                        # (B, T + 1)
+            yield w[:, :-1].to(self.device), w[:, 1:].reshape(-1).to(self.device), b.to(self.device)
+
+    @torch.no_grad()
+    def evaluate(self, model, split):
+        tok = self.tokens[split]
+        L = (len(tok) - 1) // self.streams
+        x_all = tok[: L * self.streams].view(self.streams, L)                                    # (S, L)
+        y_all = tok[1: L * self.streams + 1].view(self.streams, L)
+        nll, state = 0.0, None
+        for s in range(0, L, self.T):
+            x, y = x_all[:, s:s + self.T].to(self.device), y_all[:, s:s + self.T].to(self.device)
+            h, state = model.encoder(x, state, return_state=True)                               # (S*t, d)
+            o = model.head.scores(h).double()                                                   # (S*t, n)
+            nll += (torch.logsumexp(o, 1) - o.gather(1, y.reshape(-1, 1)).squeeze(1)).sum().item()
+        return {"ppl": M.perplexity(nll, L * self.streams), "nll": nll / (L * self.streams)}
