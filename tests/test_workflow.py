@@ -35,6 +35,9 @@ def test_tiny_end_to_end_run(tmp_path):
     for f in ("xmc_table.csv", "xmc_table.tex", "xmc_curves.png", "xmc_curves.pdf", "claims.md"):
         assert (wd / "figures" / "baseline" / f).stat().st_size > 0
     assert "## Claims" in (wd / "figures" / "REPORT.md").read_text()
+    for f in ("table1.md", "table2.md", "table3.md", "fig1.png", "fig2.png", "fig3.png", "fig4.png", "claims.md"):
+        assert (wd / "figures" / "rff" / f).stat().st_size > 0, f
+    assert "Synthetic sphere (tiny) ms" in (wd / "figures" / "rff" / "table2.md").read_text()
     m = json.loads((wd / "results/tiny/baseline/xmc_table/synthetic-xmc-tiny/full_softmax/seed0/metrics.json").read_text())
     assert 0 <= m["metrics"]["P@1"] <= 1
     # nothing left to do on a rerun; one table can be rebuilt alone from cached results

@@ -26,8 +26,11 @@ def _side(side: dict, recs: list[dict], dataset: str) -> float | None:
     return None if a is None else a["mean"]
 
 
-def _describe(side: dict) -> str:
-    return str(side["value"]) if "value" in side else f"{pretty(side['method'])} {side['metric']}"
+def _describe(side: dict, exp: dict) -> str:
+    if "value" in side:
+        return str(side["value"])
+    label = (exp["methods"].get(side["method"]) or {}).get("label") or pretty(side["method"])
+    return f"{label} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
@@ -49,7 +52,7 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
                 ours = f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
             rows.append({"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"),
                          "ours": ours, "verdict": verdict, "scale": scale,
-                         "check": f"{_describe(c['left'])} {c['op']} {_describe(c['right'])}"})
+                         "check": f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"})
     return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows}
 
 

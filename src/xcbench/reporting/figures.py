@@ -36,12 +36,14 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             n = min(len(c[key]) for c in runs)
             Y = np.asarray([[np.nan if v is None else v for v in c[key][:n]] for c in runs], float)  # (seeds, T)
             x = np.asarray(runs[0].get("epoch", range(1, n + 1))[:n], float)
-            (line,) = ax.plot(x, Y.mean(0), label=pretty(meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
+            (line,) = ax.plot(x, Y.mean(0), label=exp["methods"][meth].get("label") or pretty(meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
                               linestyle=LINESTYLES[j % len(LINESTYLES)])
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))
         ax.set_xlabel("epoch")
+        if opts.get("logy"):
+            ax.set_yscale("log")
         ax.set_ylabel(ylabel)
     axes[0][0].legend(frameon=False)
     foot = footer(exp, catalogue)

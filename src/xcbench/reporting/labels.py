@@ -29,6 +29,13 @@ DATASETS = {
     "synthetic-faces-tiny": "Synthetic faces (tiny)",
     "synthetic-faces-5k": "Synthetic faces 5K",
     "synthetic-faces-360k": "Synthetic faces 360K",
+    "ptb": "PTB",
+    "wikitext-2": "WikiText-2",
+    "synthetic-lm-tiny": "Synthetic LM (tiny)",
+    "synthetic-usps": "Synthetic USPS (stand-in)",
+    "synthetic-sphere-10k": "n = 10^4",
+    "synthetic-sphere-500k": "n = 5x10^5",
+    "synthetic-sphere-tiny": "Synthetic sphere (tiny)",
 }
 
 METRICS: dict[str, str] = {
@@ -37,6 +44,8 @@ METRICS: dict[str, str] = {
     "final.val_ce": "val CE",
     "final.val_top1": "val top-1",
     "final.train_top1": "train top-1",
+    "final.val_ppl": "val perplexity",
+    "val_ppl": "validation perplexity",
 }
 
 

@@ -45,15 +45,25 @@ def to_csv(header: list[str], rows: list[list]) -> str:
     return buf.getvalue()
 
 
-def fmt(agg: dict | None, scale: float, digits: int) -> str:
+def fmt(agg: dict | None, scale: float, digits: int, form: str | None = None) -> str:
+    """mean +- std; `form` is a format spec such as ".2e" (default: fixed with `digits` decimals)."""
     if agg is None:
         return "–"
-    s = f"{agg['mean'] * scale:.{digits}f}"
-    return s + (f" ± {agg['std'] * scale:.{digits}f}" if agg["n"] > 1 else "")
+    spec = form or f".{digits}f"
+    s = format(agg["mean"] * scale, spec)
+    return s + (f" ± {format(agg['std'] * scale, spec)}" if agg["n"] > 1 else "")
+
+
+def text_of(records: list[dict], dataset: str, method: str, key: str) -> str:
+    """A string field of the runs (e.g. `device_name`), distinct values joined."""
+    vals = dict.fromkeys(str(r.get(key)) for r in records if r["dataset"] == dataset and r["method"] == method
+                         and r.get(key) is not None)
+    return ", ".join(vals) or "–"
 
 
 def metric_specs(opts: dict) -> list[dict]:
-    """`render.metrics` entries: a key, or {key, label, scale, digits}; `percent` scales plain P@k-like keys."""
+    """`render.metrics` entries: a key, or {key, label, scale, digits, format, text}; `percent` scales
+    plain P@k-like keys; `format` is a Python format spec (".2e"); `text: true` shows a string field."""
     default_scale = 100.0 if opts.get("percent", True) else 1.0
     out = []
     for m in opts.get("metrics", ["P@1"]):
@@ -84,10 +94,13 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
         row = [exp["methods"][meth].get("label") or pretty(meth)]
         for d in exp["datasets"]:
             for m in specs:
+                if m.get("text"):
+                    row.append(text_of(recs, d, meth, m["key"]))
+                    continue
                 a = aggregate(recs, d, meth, m["key"])
                 if rel:
                     a = _scaled(a, aggregate(recs, d, rel, m["key"]))
-                row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"]))
+                row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"], m.get("format")))
                 long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
     for lit in opts.get("literature", []):  # published numbers beside ours, marked as such
