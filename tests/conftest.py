@@ -17,22 +17,38 @@ def catalogue():
 
 
 @pytest.fixture(scope="session")
-def tiny_xmc(tmp_path_factory, catalogue):
+def prepared(tmp_path_factory, catalogue):
+    """prepared(name) -> (dataset.npz path, entry): a synthetic dataset generated and prepared once."""
+    from xcbench.data.datasets import prepare
+    from xcbench.data.synthetic import generate
+
+    cache = {}
+
+    def make(name: str):
+        if name not in cache:
+            root = tmp_path_factory.mktemp(name)
+            entry = catalogue[name]
+            generate(entry, root / "raw")
+            prepare(entry, root / "raw", root / "dataset.npz")
+            cache[name] = (root / "dataset.npz", entry)
+        return cache[name]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_xmc(prepared):
     """synthetic-xmc-tiny generated, prepared and featurised: (processed.npz, features.pt, entry)."""
     import torch
 
-    from xcbench.data.datasets import load_npz, prepare
-    from xcbench.data.synthetic import generate
+    from xcbench.data.datasets import load_npz
     from xcbench.features.tfidf_svd import TfidfSVD
 
-    root = tmp_path_factory.mktemp("tiny_xmc")
-    entry = catalogue["synthetic-xmc-tiny"]
-    generate(entry, root / "raw")
-    prepare(entry, root / "raw", root / "dataset.npz")
-    arrays, meta = load_npz(root / "dataset.npz")
+    processed, entry = prepared("synthetic-xmc-tiny")
+    arrays, meta = load_npz(processed)
     feats, fmeta = TfidfSVD(dim=16).extract(arrays, meta)
-    torch.save({**feats, "meta": fmeta}, root / "feats.pt")
-    return root / "dataset.npz", root / "feats.pt", entry
+    torch.save({**feats, "meta": fmeta}, processed.parent / "feats.pt")
+    return processed, processed.parent / "feats.pt", entry
 
 
 TINY_EXP = {

@@ -44,3 +44,25 @@ def test_extractor_caps_dim_at_data_size():
     arrays = {"train_X": _data(0, n=40, d=20), "test_X": _data(1, n=5, d=20)}
     a, meta = TfidfSVD(dim=512).extract(arrays, {})
     assert a["train"].shape == (40, 20) and meta["dim"] == 20 and meta["requested_dim"] == 512
+
+
+def test_label_svd_features_span_the_label_centroids():
+    """label_svd: k = min(dim, L, v) orthonormal directions; every label centroid lies in their span
+    when k = L (the features keep exactly the label-relevant directions of the tf-idf space)."""
+    from xcbench.features.tfidf_svd import LabelSVD
+
+    rng = np.random.default_rng(0)
+    Y = sp.csr_matrix((rng.random((300, 6)) < 0.3).astype(np.float64))
+    arrays = {"train_X": _data(0), "test_X": _data(1, n=50), "train_Y": Y}
+    a, meta = LabelSVD(dim=768).extract(arrays, {})
+    b, _ = LabelSVD(dim=768).extract(arrays, {})
+    assert meta["dim"] == 6 and a["train"].shape == (300, 6) and a["test"].shape == (50, 6)
+    assert torch.equal(a["train"], b["train"])
+    X = _data(0)
+    idf = np.log((1 + 300) / (1 + np.bincount(X.indices, minlength=80))) + 1.0
+    T = tfidf(X, idf)
+    C = (Y.T @ T).toarray()                                                     # (L, v) label sums
+    # projecting the centroids on the feature directions loses nothing: ||C V|| = ||C|| per row
+    V = np.linalg.lstsq(T.toarray(), a["train"].numpy().astype(np.float64), rcond=None)[0]  # (v, k)
+    Q = np.linalg.qr(V)[0]
+    assert np.allclose(np.linalg.norm(C @ Q, axis=1), np.linalg.norm(C, axis=1), rtol=1e-4)

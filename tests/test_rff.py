@@ -156,15 +156,8 @@ def test_multilabel_positives_are_masked_as_hits():
 
 
 @pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory, catalogue):
-    from xcbench.data.datasets import prepare
-    from xcbench.data.synthetic import generate
-
-    root = tmp_path_factory.mktemp("tiny_lm")
-    entry = catalogue["synthetic-lm-tiny"]
-    generate(entry, root / "raw")
-    prepare(entry, root / "raw", root / "dataset.npz")
-    return root / "dataset.npz", entry
+def tiny_lm(prepared):
+    return prepared("synthetic-lm-tiny")
 
 
 def _lm_model(n, seed=0):
@@ -209,15 +202,9 @@ def test_lstm_init_is_deterministic_per_seed():
 
 
 @pytest.fixture(scope="module")
-def vectors(tmp_path_factory, catalogue):
-    from xcbench.data.datasets import prepare
-    from xcbench.data.synthetic import generate
-
-    root = tmp_path_factory.mktemp("vectors")
-    entry = catalogue["synthetic-sphere-tiny"]
-    generate(entry, root / "raw")
-    prepare(entry, root / "raw", root / "dataset.npz")
-    return str(root / "dataset.npz"), entry
+def vectors(prepared):
+    processed, entry = prepared("synthetic-sphere-tiny")
+    return str(processed), entry
 
 
 def test_kernel_mse_probe(vectors):

@@ -75,3 +75,34 @@ class Dense:
     def extract(self, arrays: dict, meta: dict) -> tuple[dict[str, torch.Tensor], dict]:
         out = {k[:-2]: torch.from_numpy(np.asarray(v, np.float32)) for k, v in arrays.items() if k.endswith("_x")}
         return out, {"extractor": "dense", "dim": int(next(iter(out.values())).shape[1])}
+
+
+@FEATURES.register("label_svd")
+class LabelSVD:
+    """Supervised fixed features ("cascade-like"): tf-idf rows projected on the top `dim` singular
+    directions of the label-centroid matrix.
+
+        C   = normalise_2(Y_train^T X~_train)           (L, v): each label's mean tf-idf vector
+        V_k = top-k right singular vectors of C         (v, k)
+        h   = x~ V_k
+
+    Like the CascadeXML features (a transformer fine-tuned on the labels, 768-d), these features are
+    fitted to the training labels, whereas `tfidf_svd` ("slice-like", unsupervised like Slice's
+    fastText averages) is not. k = min(dim, L, v): data with fewer labels than `dim` get fewer
+    dimensions (recorded in the feature meta)."""
+
+    def __init__(self, dim: int = 768, seed: int = 0) -> None:
+        self.dim, self.seed = dim, seed
+
+    def extract(self, arrays: dict, meta: dict) -> tuple[dict[str, torch.Tensor], dict]:
+        Xtr, Ytr = arrays["train_X"], sp.csr_matrix(arrays["train_Y"], dtype=np.float64)
+        n = Xtr.shape[0]
+        idf = np.log((1 + n) / (1 + np.bincount(Xtr.indices, minlength=Xtr.shape[1]))) + 1.0
+        C = sp.csr_matrix(Ytr.T @ tfidf(Xtr, idf))                                          # (L, v)
+        norms = np.sqrt(np.asarray(C.multiply(C).sum(1)).ravel())
+        C = sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ C)
+        k = min(self.dim, *C.shape)
+        V = top_right_singular_vectors(C, k, numpy_generator(self.seed, "label_svd"))      # (v, k)
+        out = {s: torch.from_numpy(np.asarray(tfidf(arrays[f"{s}_X"], idf) @ V, np.float32))
+               for s in ("train", "test")}
+        return out, {"extractor": "label_svd", "dim": k, "requested_dim": self.dim, "seed": self.seed}

@@ -39,7 +39,9 @@ class Unigram(Sampler):
         self.log_q = (c / c.sum()).log().float().to(self.log_q.device)
 
     def sample(self, h, m, gen):
-        ids = torch.multinomial(self.log_q.exp().expand(h.shape[0], -1), m, replacement=True, generator=gen)
+        # query-independent: all B m draws from one distribution (one cumulative sum, not B)
+        ids = torch.multinomial(self.log_q.exp(), h.shape[0] * m, replacement=True, generator=gen)
+        ids = ids.view(h.shape[0], m)                                                               # (B, m)
         return ids, self.log_prob(h, ids)
 
     def log_prob(self, h, ids):
