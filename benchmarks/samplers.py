@@ -4,9 +4,12 @@
    sampler, n from 10^3 to 10^6; the index build (`update`: tree sums, k-means, ...) is timed apart.
    Kernel trees store 2^ceil(log2 n) sums of D floats (left children); a tree above --max-tree-gib is
    skipped and its row says so (quadratic has D = d^2 + 1 = 16,385 at d = 128).
+   Kernel trees compute their upper levels (up to 4096 nodes) by one matmul for all queries, which
+   is faster than the tree on a CPU at these sizes; `rff (tree only)` times the pure O(D log n)
+   descent (every level by per-draw gathers) for the scaling in n.
 2. Steps: one training step of the class-embedding layer, sampled softmax (sampler + loss +
-   backward + update, sparse row gradients) vs the full softmax, SGD, same B and d; the sampled
-   step touches only the rows it uses.
+   backward + update, sparse row gradients) vs the full softmax, plain SGD (`row_sgd`), same B
+   and d; the sampled step touches only the rows it uses.
 Each configuration runs in a fresh subprocess (median of --repeats after a warm-up); ratios are
 taken within one run of this script. Writes benchmarks/out/samplers.{json,md,png}.
 
@@ -29,8 +32,9 @@ OUT = Path(__file__).resolve().parent / "out"
 RFF_D = 128  # RFF / Random Maclaurin features here (a D = 1024 RFF tree at n = 10^6 needs 8 GiB)
 
 
-def _timed(fn, repeats: int, sync) -> float:
-    fn()
+def _timed(fn, repeats: int, sync, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
     sync()
     ts = []
     for _ in range(repeats):
@@ -47,7 +51,7 @@ def one(cfg: dict) -> dict:
     import xcbench.heads  # noqa: F401  (registers)
     import xcbench.optim  # noqa: F401
     import xcbench.samplers  # noqa: F401
-    from xcbench.registry import HEADS, SAMPLERS
+    from xcbench.registry import HEADS, OPTIMIZERS, SAMPLERS
 
     torch.manual_seed(0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -59,6 +63,7 @@ def one(cfg: dict) -> dict:
     out = {**cfg, "device": str(dev)}
     if cfg["kind"] == "draw":
         params = {"D": RFF_D} if cfg["sampler"] in ("rff", "random_maclaurin") else {}
+        params.update(cfg.get("params", {}))
         s = SAMPLERS.get(cfg["sampler"])(n, **params).to(dev)
         if hasattr(s, "phi"):
             D = s.phi(h[:1]).shape[1]
@@ -81,7 +86,7 @@ def one(cfg: dict) -> dict:
         head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler=cfg["method"], m=m,
                                             tau=10.0, normalize=True, sparse_grad=True, **params).to(dev)
         head.setup({"label_counts": torch.ones(n, dtype=torch.long, device=dev), "n_train": n})
-    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    opt = OPTIMIZERS.get("row_sgd")(head.parameters(), lr=0.1)  # plain SGD; sparse rows by index_add
     head.on_epoch_start(0)
     y = torch.randint(0, n, (B,), generator=g, device=dev)
 
@@ -109,8 +114,9 @@ def table(rows: list[dict]) -> str:
     lines = ["## Draws: ms to draw m = 100 classes for each of B = 256 queries (d = 128); index build s in brackets",
              "", "| sampler | " + " | ".join(f"n = {n:,}" for n in ns) + " | per-draw time 10^6 / 10^4 |",
              "|---|" + "---|" * (len(ns) + 1)]
-    for s in dict.fromkeys(r["sampler"] for r in draws):
-        by = {r["n"]: r for r in draws if r["sampler"] == s}
+    name = lambda r: r["sampler"] + (f" ({r['variant']})" if r.get("variant") else "")  # noqa: E731
+    for s in dict.fromkeys(name(r) for r in draws):
+        by = {r["n"]: r for r in draws if name(r) == s}
         cells = [("– (" + by[n]["skipped"] + ")") if "skipped" in by.get(n, {"skipped": "not run"}) else
                  f"{1000 * by[n]['draw_s']:.1f} [{by[n]['build_s']:.2f}]" for n in ns]
         ok = all(n in by and "draw_s" in by[n] for n in (10_000, 1_000_000))
@@ -137,8 +143,9 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for s in dict.fromkeys(r["sampler"] for r in rows if r["kind"] == "draw"):
-        pts = sorted((r["n"], r["per_draw_us"]) for r in rows if r["kind"] == "draw" and r["sampler"] == s and "draw_s" in r)
+    name = lambda r: r["sampler"] + (f" ({r['variant']})" if r.get("variant") else "")  # noqa: E731
+    for s in dict.fromkeys(name(r) for r in rows if r["kind"] == "draw"):
+        pts = sorted((r["n"], r["per_draw_us"]) for r in rows if r["kind"] == "draw" and name(r) == s and "draw_s" in r)
         if pts:
             axes[0].loglog(*zip(*pts), marker="o", label=s)
     for meth in dict.fromkeys(r["method"] for r in rows if r["kind"] == "step"):
@@ -170,6 +177,9 @@ def main() -> None:
 
     base = {"d": 128, "B": 256, "m": 100, "repeats": a.repeats, "max_tree_gib": a.max_tree_gib}
     cfgs = [{**base, "kind": "draw", "sampler": s, "n": n} for s in (a.samplers or SAMPLERS.names()) for n in a.classes]
+    # the pure tree (every level by per-draw gathers): the O(D log n) path without the matmul shortcut
+    cfgs += [{**base, "kind": "draw", "sampler": "rff", "variant": "tree only", "params": {"dense_nodes": 1}, "n": n}
+             for n in a.classes]
     cfgs += [{**base, "kind": "step", "method": meth, "n": n, "repeats": max(2, a.repeats // 2) if meth == "full" else a.repeats}
              for meth in a.steps for n in a.classes]
     rows = []

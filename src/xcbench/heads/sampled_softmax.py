@@ -98,6 +98,13 @@ class SampledSoftmax(NormalizedSoftmax):
             self.sampler.update_rows(self._touched, self.E.detach()[self._touched])
             self._touched = None
 
+    def _cos(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """h (B, 1, d) against class rows `ids` (B, k): dots divided by the rows' norms when normalising,
+        without materialising normalised (B, k, d) copies (the step's cost is these passes)."""
+        E_s = F.embedding(ids, self.E, sparse=self.sparse_grad)                               # (B, k, d)
+        dots = (h @ E_s.transpose(1, 2)).squeeze(1)                                           # (B, k)
+        return dots / E_s.norm(dim=-1).clamp(min=1e-12) if self.normalize else dots
+
     def loss(self, h, y, idx, gen):
         positives = None
         if y.dim() == 2:  # multi-label: one positive per row per step; every positive counts as a hit
@@ -107,8 +114,8 @@ class SampledSoftmax(NormalizedSoftmax):
         if self.sampler.update_every_step:
             self.sampler.update(self._unit(self.E.detach()))
         ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
-        o_t = self._logit((h * self.rows(y, self.sparse_grad)).sum(1))                        # (B,)
-        o_s = self._logit(torch.einsum("bd,bmd->bm", h, self.rows(ids, self.sparse_grad)))    # (B, m)
+        o = self._logit(self._cos(h.unsqueeze(1), torch.cat([y.unsqueeze(1), ids], 1)))       # (B, 1 + m): one gather
+        o_t, o_s = o[:, 0], o[:, 1:]
         if self.sampler.needs_index and not self.sampler.update_every_step:
             self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)

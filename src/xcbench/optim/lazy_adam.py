@@ -43,7 +43,9 @@ class LazyAdam(torch.optim.Optimizer):
                     m = st["m"][R].mul_(b1).add_(G, alpha=1 - b1)
                     v = st["v"][R].mul_(b2).addcmul_(G, G, value=1 - b2)
                     st["m"][R], st["v"][R] = m, v
-                    p.index_add_(0, R, -(lr / c1) * m / ((v / c2).sqrt_() + eps))
+                    step = m / ((v / c2).sqrt_() + eps)                                          # (r, d)
+                    p.add_(torch.sparse_coo_tensor(R.unsqueeze(0), step, p.shape, is_coalesced=True,
+                                                    check_invariants=False), alpha=-lr / c1)
                 else:
                     st["m"].mul_(b1).add_(g, alpha=1 - b1)
                     st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)

@@ -29,6 +29,9 @@ class RowSGD(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 g = p.grad
+                if g.is_sparse and beta == 1.0 and not wd:  # plain SGD: dense += sparse sums repeated rows itself
+                    p.add_(g, alpha=-lr)                      # (the fastest row scatter on CPU: 2.5x index_add_)
+                    continue
                 if g.is_sparse:
                     g = g.coalesce()
                     rows, Z = g.indices()[0], g.values()                                      # (r,), (r, d)
@@ -50,4 +53,5 @@ class RowSGD(torch.optim.Optimizer):
                 if rows is None:
                     p.add_(Z, alpha=-lr)
                 else:
-                    p.index_add_(0, rows, Z, alpha=-lr)
+                    p.add_(torch.sparse_coo_tensor(rows.unsqueeze(0), Z, p.shape, is_coalesced=True,
+                                                    check_invariants=False), alpha=-lr)
