@@ -87,3 +87,21 @@ def test_bad_claims_file_is_rejected(tmp_path):
                                                                 "left": {"value": 1}, "op": "==", "right": {"value": 1}}]})
     with pytest.raises(ConfigError, match="c.yaml"):
         evaluate_claims(tmp_path / "c.yaml", tmp_path, tmp_path, "quick")
+
+
+def test_metric_table_literature_text_and_format_columns(results, tmp_path, catalogue):
+    import copy
+
+    exp = copy.deepcopy(EXP)
+    exp["render"]["metrics"] = [{"key": "P@1", "format": ".1e"}, {"key": "note", "text": True}]
+    exp["render"]["literature"] = [{"method": "Pub", "values": {"d1": {"P@1": 1.5}, "d2": {"P@1": 2.5}}},
+                                   {"method": "Flat", "values": {"P@1": 9}}]
+    for d, m, s in (("d1", "m1", 0), ("d1", "m1", 1)):
+        p = results / "quick" / "p" / "t" / d / m / f"seed{s}" / "metrics.json"
+        import json
+        rec = json.loads(p.read_text())
+        write_json(p, {**rec, "note": "cpu-x"})
+    RENDERERS.get("metric_table")(exp, str(results), str(tmp_path / "t"), catalogue)
+    md = (tmp_path / "t.md").read_text()
+    assert "| m1 | 6.0e+01 ± 1.4e+01 | cpu-x | 2.0e+01 ± 0.0e+00 | – |" in md
+    assert "| Pub (published) | 1.5 | – | 2.5 | – |" in md and "| Flat (published) | 9 | – | 9 | – |" in md

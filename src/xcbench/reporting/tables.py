@@ -104,8 +104,10 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
                 long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
     for lit in opts.get("literature", []):  # published numbers beside ours, marked as such
-        rows.append([f"{lit['method']} (published)"] + [str(lit.get("values", {}).get(m["key"], "–"))
-                                                         for _ in exp["datasets"] for m in specs])
+        vals = lit.get("values", {})           # {metric: v}, or per dataset {dataset: {metric: v}}
+        per = lambda d: vals[d] if isinstance(vals.get(d), dict) else vals  # noqa: E731
+        rows.append([f"{lit['method']} (published)"] + [str(per(d).get(m["key"], "–"))
+                                                         for d in exp["datasets"] for m in specs])
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     if rel:
         foot = f"Values relative to {pretty(rel)} on the same dataset (1.00 = equal). " + foot
