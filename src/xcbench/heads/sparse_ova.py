@@ -18,7 +18,7 @@ from xcbench.heads.base import Head, multi_hot
 from xcbench.heads.ova import ova_loss
 from xcbench.registry import HEADS
 from xcbench.sparse.rewire import regrow_fixed_fan_in, reset_moments, smallest
-from xcbench.sparse.uniform import distinct_random_indices, ffi_linear
+from xcbench.sparse.uniform import distinct_random_indices, ffi_impl, ffi_linear
 from xcbench.sparse.unstructured import coo_linear, random_positions
 
 
@@ -59,10 +59,14 @@ class UniformSparse(SparseOvA):
         self.W = nn.Parameter(torch.empty(s, n_classes).uniform_(-bound, bound, generator=gen))  # (s, m)
 
     def scores(self, h):
-        return ffi_linear(h, self.W, self.c, self.I_long(h.device), self.bwd_stats if self.training else None)
+        return ffi_linear(h, self.W, self.c, self.indices(h.device), self.bwd_stats if self.training else None)
 
-    def I_long(self, device) -> torch.Tensor:
-        """The int32 indices as int64 (index_select's type), converted once per rewiring."""
+    def indices(self, device) -> torch.Tensor:
+        """I in the index dtype of the layer's implementation on `device`: the int32 buffer itself for
+        the Triton kernels, an int64 copy (index_select's type) for the torch path, converted once
+        per rewiring."""
+        if ffi_impl(device)[2] == self.I.dtype:
+            return self.I
         if getattr(self, "_I_long", None) is None or self._I_long.device != device:
             self._I_long = self.I.to(device=device, dtype=torch.long)
         return self._I_long

@@ -8,11 +8,14 @@ Schultheis & Babbar, "Towards Memory-Efficient Training for Extremely Large Outp
 Labels whose back-propagated signal g[:, l] is exactly zero for the whole batch are skipped in
 the backward pass (with the squared hinge, every label whose margin is met: implicit negative
 mining). Every pass loops over cache-sized chunks of labels and, inside, over the s fan-in slots,
-so nothing larger than (m, B) is formed and no dense (e, m) matrix ever exists; indices are int64 in memory only during a call. This torch path
-is the CPU implementation and the reference for any GPU kernel.
+so nothing larger than (m, B) is formed and no dense (e, m) matrix ever exists. This torch path
+(int64 indices, index_select's type) is the CPU implementation and the reference of the Triton
+kernels (sparse/ffi_triton.py, int32 indices), which `ffi_impl` picks for CUDA tensors.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -58,17 +61,36 @@ def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Ten
     return (dxT.T if need_x else None), dW, active
 
 
+@functools.cache
+def _triton_kernels():
+    try:
+        from xcbench.sparse import ffi_triton
+    except ImportError:  # a CUDA torch without triton: the torch path runs on the GPU too
+        return None
+    return ffi_triton
+
+
+def ffi_impl(device: torch.device):
+    """(forward, backward, index dtype) for tensors on `device`: the Triton kernels on CUDA when
+    triton is installed, else this module's torch path."""
+    k = _triton_kernels() if device.type == "cuda" else None
+    if k is not None:
+        return k.ffi_forward, k.ffi_backward, torch.int32
+    return ffi_forward, ffi_backward, torch.int64
+
+
 class _FFI(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, W, c, I, stats):
+        fwd, ctx.bwd, _ = ffi_impl(x.device)
         ctx.save_for_backward(x, W, I)
         ctx.stats = stats
-        return ffi_forward(x, W, I, c)
+        return fwd(x, W, I, c)
 
     @staticmethod
     def backward(ctx, g):
         x, W, I = ctx.saved_tensors
-        dx, dW, active = ffi_backward(g.contiguous(), x, W, I, need_x=ctx.needs_input_grad[0])
+        dx, dW, active = ctx.bwd(g.contiguous(), x, W, I, need_x=ctx.needs_input_grad[0])
         if ctx.stats is not None:  # [labels back-propagated, labels seen]: the implicit-negative-mining share
             ctx.stats += torch.tensor([active.numel(), W.shape[1]], dtype=ctx.stats.dtype, device=ctx.stats.device)
         return dx, dW, g.sum(0), None, None
@@ -76,6 +98,7 @@ class _FFI(torch.autograd.Function):
 
 def ffi_linear(x: torch.Tensor, W: torch.Tensor, c: torch.Tensor, I: torch.Tensor,
                stats: torch.Tensor | None = None) -> torch.Tensor:
+    """o = x W_sparse + c with I of `ffi_impl(x.device)`'s index dtype."""
     return _FFI.apply(x, W, c, I, stats)
 
 
