@@ -95,7 +95,8 @@ def test_metric_table_literature_text_and_format_columns(results, tmp_path, cata
     exp = copy.deepcopy(EXP)
     exp["render"]["metrics"] = [{"key": "P@1", "format": ".1e"}, {"key": "note", "text": True}]
     exp["render"]["literature"] = [{"method": "Pub", "values": {"d1": {"P@1": 1.5}, "d2": {"P@1": 2.5}}},
-                                   {"method": "Flat", "values": {"P@1": 9}}]
+                                   {"method": "Flat", "dataset": "big", "values": {"P@1": 9}},
+                                   {"method": "Other", "values": {"big": {"P@1": 7}, "d1": {"P@1": 8}}}]
     for d, m, s in (("d1", "m1", 0), ("d1", "m1", 1)):
         p = results / "quick" / "p" / "t" / d / m / f"seed{s}" / "metrics.json"
         import json
@@ -104,4 +105,10 @@ def test_metric_table_literature_text_and_format_columns(results, tmp_path, cata
     RENDERERS.get("metric_table")(exp, str(results), str(tmp_path / "t"), catalogue)
     md = (tmp_path / "t.md").read_text()
     assert "| m1 | 6.0e+01 ± 1.4e+01 | cpu-x | 2.0e+01 ± 0.0e+00 | – |" in md
-    assert "| Pub (published) | 1.5 | – | 2.5 | – |" in md and "| Flat (published) | 9 | – | 9 | – |" in md
+    assert "| Pub (published) | 1.5 | – | 2.5 | – |" in md
+    # numbers of datasets that are not columns here stand in a block of their own, never under d1 or d2
+    assert "| Published | Dataset | P@1 | note |" in md and "| Flat (published) | big | 9 | – |" in md
+    assert "| Other (published) | big | 7 | – |" in md and "| Other (published) | d1 | 8 | – |" in md
+    assert "| Flat (published) | 9" not in md and "| Other (published) | 8" not in md
+    tex = (tmp_path / "t.tex").read_text()
+    assert tex.count(r"\begin{tabular}") == 2 and "Flat (published) & big & 9" in tex

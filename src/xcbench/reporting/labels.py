@@ -36,6 +36,12 @@ DATASETS = {
     "synthetic-sphere-10k": "n = 10^4",
     "synthetic-sphere-500k": "n = 5x10^5",
     "synthetic-sphere-tiny": "Synthetic sphere (tiny)",
+    "amazoncat-13k": "AmazonCat-13K",
+    "delicious-200k": "Delicious-200K",
+    "wikilshtc-325k": "WikiLSHTC-325K",
+    "wiki10-31k": "Wiki10-31K",
+    "amazon-670k": "Amazon-670K",
+    "wikipedia-500k": "Wikipedia-500K",
 }
 
 METRICS: dict[str, str] = {

@@ -15,9 +15,16 @@ from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.labels import pretty
 
 
-def to_markdown(header: list[str], rows: list[list[str]], caption: str, foot: str) -> str:
-    lines = [f"**{caption}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+def _md_rows(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def to_markdown(header: list[str], rows: list[list[str]], caption: str, foot: str,
+                extra: tuple[list[str], list[list[str]]] | None = None) -> str:
+    """`extra`: a second (header, rows) block below the first (published numbers on other datasets)."""
+    lines = [f"**{caption}**", ""] + _md_rows(header, rows)
+    if extra and extra[1]:
+        lines += ["", *_md_rows(*extra)]
     return "\n".join(lines + ["", f"_{foot}_", ""])
 
 
@@ -28,13 +35,17 @@ def _tex_escape(s: str) -> str:
     return s
 
 
-def to_latex(header: list[str], rows: list[list[str]], caption: str, foot: str) -> str:
-    cols = "l" + "r" * (len(header) - 1)
-    body = [" & ".join(map(_tex_escape, r)) + r" \\" for r in rows]
+def _tabular(header: list[str], rows: list[list[str]]) -> list[str]:
+    line = lambda r: " & ".join(map(_tex_escape, r)) + r" \\"  # noqa: E731
+    return [rf"\begin{{tabular}}{{l{'r' * (len(header) - 1)}}}", r"\toprule", line(header), r"\midrule",
+            *map(line, rows), r"\bottomrule", r"\end{tabular}"]
+
+
+def to_latex(header: list[str], rows: list[list[str]], caption: str, foot: str,
+             extra: tuple[list[str], list[list[str]]] | None = None) -> str:
+    block = [r"\par\medskip", *_tabular(*extra)] if extra and extra[1] else []
     return "\n".join([r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex_escape(caption)}}}",
-                      rf"\begin{{tabular}}{{{cols}}}", r"\toprule", " & ".join(map(_tex_escape, header)) + r" \\",
-                      r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
-                      rf"\par\footnotesize {_tex_escape(foot)}", r"\end{table}", ""])
+                      *_tabular(header, rows), *block, rf"\par\footnotesize {_tex_escape(foot)}", r"\end{table}", ""])
 
 
 def to_csv(header: list[str], rows: list[list]) -> str:
@@ -81,6 +92,28 @@ def _scaled(a: dict | None, ref: dict | None) -> dict | None:
     return {"mean": a["mean"] / ref["mean"], "std": a["std"] / abs(ref["mean"]), "n": a["n"]}
 
 
+def literature_rows(literature: list[dict], datasets: list[str], specs: list[dict]):
+    """Published numbers: (rows for the main table, (header, rows) of a separate block).
+
+    An entry's `values` are {metric: v} (with an optional `dataset` they come from) or per dataset
+    {dataset: {metric: v}}. It joins the main table only where each number lands in its own
+    dataset's column: per-dataset values whose datasets are all columns, or flat values (of no
+    other named dataset) in a one-dataset table. Every other entry (the paper's datasets differ from this scale's) goes to
+    the block, one row per (method, dataset), so no number stands under another dataset's name."""
+    inline, block = [], []
+    for lit in literature:
+        vals, label = lit.get("values", {}), f"{lit['method']} (published)"
+        per_dataset = all(isinstance(v, dict) for v in vals.values())
+        flat_here = not per_dataset and len(datasets) == 1 and lit.get("dataset", datasets[0]) == datasets[0]
+        if (per_dataset and set(vals) <= set(datasets)) or flat_here:
+            per = (lambda d: vals.get(d, {})) if per_dataset else (lambda d: vals)  # noqa: E731
+            inline.append([label] + [str(per(d).get(m["key"], "–")) for d in datasets for m in specs])
+            continue
+        for d, v in (vals.items() if per_dataset else [(lit.get("dataset"), vals)]):
+            block.append([label, pretty(d) if d else "–"] + [str(v.get(m["key"], "–")) for m in specs])
+    return inline, (["Published", "Dataset"] + [m["label"] for m in specs], block)
+
+
 @RENDERERS.register("metric_table")
 def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     """Rows = methods, columns = dataset x metric; with `relative_to: <method>` every value is
@@ -103,15 +136,12 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
                 row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"], m.get("format")))
                 long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
-    for lit in opts.get("literature", []):  # published numbers beside ours, marked as such
-        vals = lit.get("values", {})           # {metric: v}, or per dataset {dataset: {metric: v}}
-        per = lambda d: vals[d] if isinstance(vals.get(d), dict) else vals  # noqa: E731
-        rows.append([f"{lit['method']} (published)"] + [str(per(d).get(m["key"], "–"))
-                                                         for d in exp["datasets"] for m in specs])
+    inline, published = literature_rows(opts.get("literature", []), exp["datasets"], specs)
+    rows += inline
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     if rel:
         foot = f"Values relative to {pretty(rel)} on the same dataset (1.00 = equal). " + foot
-    write_text(f"{out}.md", to_markdown(header, rows, caption, foot))
-    write_text(f"{out}.tex", to_latex(header, rows, caption, foot))
+    write_text(f"{out}.md", to_markdown(header, rows, caption, foot, published))
+    write_text(f"{out}.tex", to_latex(header, rows, caption, foot, published))
     write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))
     return [Path(f"{out}.{e}") for e in ("md", "tex", "csv")]
