@@ -112,3 +112,11 @@ def test_metric_table_literature_text_and_format_columns(results, tmp_path, cata
     assert "| Flat (published) | 9" not in md and "| Other (published) | 8" not in md
     tex = (tmp_path / "t.tex").read_text()
     assert tex.count(r"\begin{tabular}") == 2 and "Flat (published) & big & 9" in tex
+
+
+def test_footer_states_training_setup_only_for_trained_runs():
+    from xcbench.reporting.captions import footer
+
+    assert "Setup: adam lr 0.1, constant schedule, 2 epochs, batch 8." in footer(EXP, {})
+    probe = {**EXP, "task": "loss_timing", "notes": "timed"}
+    assert "Setup" not in footer(probe, {}) and footer(probe, {}).endswith("timed")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import xcbench.tasks  # noqa: F401  (registers the tasks)
+from xcbench.registry import TASKS
 from xcbench.reporting.labels import pretty
 
 
@@ -25,7 +27,8 @@ def setup(exp: dict) -> str:
     name = enc.pop("name")
     if name != "identity" or enc:
         parts.append(f"encoder {name}" + (f" ({', '.join(f'{k} {v}' for k, v in enc.items())})" if enc else ""))
-    t = exp.get("train", {})
+    probe = exp.get("task") in TASKS.names() and getattr(TASKS.get(exp["task"]), "probe", False)
+    t = {} if probe else exp.get("train", {})  # a probe (tasks/probes.py) trains nothing
     if t:
         parts.append(f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {t.get('schedule', 'constant')} schedule, "
                      f"{t.get('epochs')} epochs, batch {t.get('batch_size')}")
