@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from xcbench.io import write_text
 from xcbench.registry import RENDERERS
@@ -42,6 +43,7 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
         if opts.get("logy"):
             ax.set_yscale("log")
         ax.set_ylabel(ylabel)
