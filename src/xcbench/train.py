@@ -81,12 +81,41 @@ def evaluate_splits(model: Model, task) -> dict[str, float]:
     return {f"{split}_{k}": v for split in task.eval_splits for k, v in task.evaluate(model, split).items()}
 
 
+def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
+    """(method spec, train config, model config) of one run: the experiment's settings, overridden by
+    its `per_dataset` entry, overridden by the method's own."""
+    spec = exp["methods"][method]
+    per_ds = exp.get("per_dataset", {}).get(dataset, {})
+    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
+    return spec, train_cfg, deep_merge(exp.get("model", {}), spec.get("model", {}))
+
+
+def make_optimizer(model: nn.Module, train_cfg: dict) -> torch.optim.Optimizer:
+    return OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
+                                                              **train_cfg.get("optimizer_params", {}))
+
+
+def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: torch.Generator, step: int,
+               grad_clip: float | None = None) -> torch.Tensor:
+    """One update (loss, backward, optional global-norm clipping, optimizer step, the head's
+    after-step hook); a non-finite loss is returned before any update, for the caller to report."""
+    loss = model.loss(x, y, idx, loss_gen)
+    if not torch.isfinite(loss):
+        return loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        clip_grad_norm(model.parameters(), float(grad_clip))
+    opt.step()
+    model.head.after_step(step, opt)
+    return loss
+
+
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
         interrupt_after: int | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
-    opt = OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
-                                                             **train_cfg.get("optimizer_params", {}))
+    opt = make_optimizer(model, train_cfg)
     plateau = Plateau(train_cfg["lr"], **train_cfg.get("plateau", {})) \
         if train_cfg.get("schedule") == "plateau" else None
     lr_at = None if plateau else schedule(train_cfg.get("schedule", "constant"))
@@ -125,17 +154,11 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         total, count = 0.0, 0
         for step, (x, y, idx) in enumerate(tqdm(task.train_batches(bs, gen), total=nb, leave=False,
                                                 desc=f"epoch {epoch + 1}", disable=None)):
-            loss = model.loss(x, y, idx, loss_gen)
+            loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"{out_dir}: training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}; "
                     f"lower train.lr (now {lr:g}) or check the input features for NaN/inf")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if train_cfg.get("grad_clip"):
-                clip_grad_norm(model.parameters(), float(train_cfg["grad_clip"]))
-            opt.step()
-            model.head.after_step(epoch * nb + step + 1, opt)
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
         model.eval()
         evals = evaluate_splits(model, task)
@@ -182,10 +205,7 @@ def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Pa
         interrupt_after: int | None = None) -> dict:
     """Train one (dataset, method, seed) of an experiment and write its result folder."""
     out_dir = Path(out_dir)
-    spec = exp["methods"][method]
-    per_ds = exp.get("per_dataset", {}).get(dataset, {})
-    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
-    model_cfg = deep_merge(exp.get("model", {}), spec.get("model", {}))
+    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     resolved = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
                 "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
                 "train": train_cfg, "model": model_cfg, "task": exp["task"], "data": task.info}
