@@ -1,0 +1,112 @@
+"""Step rate of an experiment's methods at any scale: how long an epoch and a run will take here.
+
+For every method of one experiment file, on one prepared dataset, this builds the task and model
+exactly as `python -m xcbench train` does (train.method_config / build_model / make_optimizer),
+builds the head's index once (`on_epoch_start`, timed apart), then times `--steps` training steps
+(train.train_step: loss, backward, clipping, optimizer, after-step hook) after one warm-up step and
+one evaluation pass over the task's validation splits. Projection: epoch = batches x median step +
+evaluation; run = epochs x epoch. Use it before a paper-scale run, e.g.
+
+    python benchmarks/train_step.py --experiment config/experiments/rff/fig3.yaml --scale paper \\
+        --dataset ptb --processed data/processed/ptb/dataset.npz
+
+Writes benchmarks/out/train_step_<paper>_<artifact>_<scale>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
+    from xcbench.seed import torch_generator
+    from xcbench.train import build_model, evaluate_splits, make_optimizer, method_config, train_step
+
+    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
+    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
+    opt = make_optimizer(model, train_cfg)
+    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+    model.train()
+    t0 = time.perf_counter()
+    model.head.on_epoch_start(0)
+    _sync(device)
+    build_s = time.perf_counter() - t0
+    bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", device)
+    times = []
+    for i, (x, y, idx) in enumerate(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)):
+        _sync(device)
+        t0 = time.perf_counter()
+        train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    model.eval()
+    t0 = time.perf_counter()
+    evaluate_splits(model, task)
+    eval_s = time.perf_counter() - t0
+    step_s, nb, epochs = statistics.median(times[1:]), task.n_train_batches(bs), int(train_cfg["epochs"])
+    epoch_s = nb * step_s + eval_s + build_s
+    return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "steps_timed": len(times) - 1,
+            "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
+            "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
+
+
+def table(rows: list[dict], title: str) -> str:
+    lines = [f"# {title}", "", "| method | ms / step | index build s | eval s | batches / epoch | epoch (min) | "
+             "epochs | run (h) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {r['index_build_s']:.2f} | {r['eval_s']:.1f} | "
+                     f"{r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--scale", default="paper")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--processed", required=True, help="data/processed/<dataset>/dataset.npz (snakemake builds it)")
+    p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
+    p.add_argument("--methods", nargs="*", default=None, help="default: every method of the experiment")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--device", default="auto")
+    a = p.parse_args()
+    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.device import device_name, pick_device
+    from xcbench.registry import TASKS
+
+    exp = resolve_experiment(load_experiment(a.experiment), a.scale)
+    for f in (a.processed, a.features):
+        if f and not Path(f).exists():
+            raise SystemExit(f"train_step: {f} does not exist; build it first: snakemake --cores all {f}")
+    device = pick_device(a.device)
+    task = TASKS.get(exp["task"])(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0)
+    rows = []
+    for method in a.methods or list(exp["methods"]):
+        rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,
+                     "device": device_name(device), "torch": torch.__version__})
+        print(json.dumps(rows[-1]), flush=True)
+    name = f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
+    title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
+             f"({rows[0]['device'] if rows else '?'}; median of {a.steps} steps after a warm-up; projected times)")
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    (OUT / f"{name}.md").write_text(table(rows, title))
+    print(table(rows, title))
+
+
+if __name__ == "__main__":
+    main()
