@@ -4,7 +4,7 @@
    sampler, n from 10^3 to 10^6; the index build (`update`: tree sums, k-means, ...) is timed apart.
    Kernel trees store 2^ceil(log2 n) sums of D floats (left children); a tree above --max-tree-gib is
    skipped and its row says so (quadratic has D = d^2 + 1 = 16,385 at d = 128).
-   Kernel trees compute their upper levels (up to 32 m nodes, kernel_tree.DENSE_PER_DRAW) by one
+   Kernel trees compute their upper levels (up to 64 m nodes, kernel_tree.DENSE_PER_DRAW) by one
    matmul for all queries, which is faster than the tree on a CPU at these sizes; `rff (tree only)`
    times the pure O(D log n) descent (every level by per-draw gathers) for the scaling in n.
 2. Steps: one training step of the class-embedding layer, sampled softmax (sampler + loss +

@@ -28,10 +28,11 @@ from xcbench.samplers.base import Sampler
 
 EPS = 1e-12
 # Levels with at most DENSE_PER_DRAW * (draws per query) nodes are scored by one matmul for all their
-# nodes; deeper ones by per-draw gathers. A matmul FLOP is far cheaper than a gathered one on a CPU:
-# measured (1 thread, rff): B = 10, m = 10, D = 1000 is fastest at 256 nodes (2.7 ms at n = 10^4 vs
-# 10.3 ms at 4096 and 4.0 ms tree only); B = 256, m = 100, D = 128 at 4096 (29.7 ms vs 97.8 tree only).
-DENSE_PER_DRAW = 32
+# nodes; deeper ones by per-draw gathers. A matmul FLOP is far cheaper than a gathered one on a CPU.
+# Fastest bound measured (2 cores, min of 5): rff B = 10, m = 10, D = 1000 (RF-softmax Table 2):
+# 256-512 nodes (2.5-3.6 ms; 4096: 10.3 ms); rff B = 256, m = 100, D = 128, n = 10^6: 4096 (53 ms;
+# 16384: 82 ms); quadratic B = 256, m = 100, D = 16385, n = 10^4: all 8192 (0.9 s; 2048: 1.7 s).
+DENSE_PER_DRAW = 64
 
 
 class KernelTree(Sampler):
