@@ -98,8 +98,9 @@ def literature_rows(literature: list[dict], datasets: list[str], specs: list[dic
     An entry's `values` are {metric: v} (with an optional `dataset` they come from) or per dataset
     {dataset: {metric: v}}. It joins the main table only where each number lands in its own
     dataset's column: per-dataset values whose datasets are all columns, or flat values (of no
-    other named dataset) in a one-dataset table. Every other entry (the paper's datasets differ from this scale's) goes to
-    the block, one row per (method, dataset), so no number stands under another dataset's name."""
+    other named dataset) in a one-dataset table. Every other entry (the paper's datasets differ
+    from this scale's) goes to the block, one row per (method, dataset), so no number stands under
+    another dataset's name."""
     inline, block = [], []
     for lit in literature:
         vals, label = lit.get("values", {}), f"{lit['method']} (published)"

@@ -76,7 +76,7 @@ def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Ten
     xT, gT = x.T.contiguous(), g.T.contiguous()                                         # (e, B), (m, B)
     (s, m), B = W.shape, x.shape[0]
     dW = torch.zeros_like(W)
-    dxT = torch.zeros_like(xT)
+    dxT = torch.zeros_like(xT) if need_x else xT  # without NEED_X the kernel never touches it
     if active.numel():
         grid = (triton.cdiv(active.numel(), BL),)
         _ffi_bwd[grid](xT, gT, W.contiguous(), I.contiguous(), active, dW, dxT, active.numel(), m, B, s,
