@@ -104,14 +104,15 @@ def test_rff_kernel_estimate_and_positive_case_matches_brute_force():
     assert torch.allclose(lp, ref.double(), atol=1e-4)
 
 
-def test_tree_row_update_equals_rebuild():
+@pytest.mark.parametrize("changed", [3, N // 2])  # path updates; more than n / 4 rows: a whole rebuild
+def test_tree_row_update_equals_rebuild(changed):
     g = torch.Generator().manual_seed(4)
     E = torch.randn(N, D, generator=g)
     s = _sampler("quadratic")
     s.update(E)
-    ids = torch.tensor([0, 7, 39])
+    ids = torch.randperm(N, generator=g)[:changed]
     E2 = E.clone()
-    E2[ids] = torch.randn(3, D, generator=g)
+    E2[ids] = torch.randn(changed, D, generator=g)
     s.update_rows(ids, E2[ids])
     fresh = _sampler("quadratic")
     fresh.update(E2)
