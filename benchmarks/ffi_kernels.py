@@ -13,25 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from timing import timed
+
 OUT = Path(__file__).resolve().parent / "out"
-
-
-def _time(fn, repeats: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
@@ -51,8 +39,9 @@ def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
            "device": torch.cuda.get_device_name()}
     for name, fwd, bwd, I in (("torch", uniform.ffi_forward, uniform.ffi_backward, I64),
                               ("triton", ffi_triton.ffi_forward, ffi_triton.ffi_backward, I32)):
-        row[f"{name}_fwd_ms"] = 1e3 * _time(lambda: fwd(x, W, I), repeats)
-        row[f"{name}_step_ms"] = 1e3 * _time(lambda: (fwd(x, W, I), bwd(grad, x, W, I)), repeats)
+        row[f"{name}_fwd_ms"] = 1e3 * timed(lambda: fwd(x, W, I), repeats, torch.cuda.synchronize, warmup=1)
+        row[f"{name}_step_ms"] = 1e3 * timed(lambda: (fwd(x, W, I), bwd(grad, x, W, I)), repeats, torch.cuda.synchronize,
+                                          warmup=1)
     dx, dW, _ = ffi_triton.ffi_backward(grad, x, W, I32)
     rx, rW, _ = uniform.ffi_backward(grad, x, W, I64)
     row["max_abs_diff_dW"] = float((dW - rW).abs().max())

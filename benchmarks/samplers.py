@@ -24,27 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from timing import timed
+
 OUT = Path(__file__).resolve().parent / "out"
 RFF_D = 128  # RFF / Random Maclaurin features here (a D = 1024 RFF tree at n = 10^6 needs 8 GiB)
-
-
-def _timed(fn, repeats: int, sync, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    sync()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def one(cfg: dict) -> dict:
@@ -77,7 +65,7 @@ def one(cfg: dict) -> dict:
         s.update(E)
         sync()
         out["build_s"] = time.perf_counter() - t0
-        out["draw_s"] = _timed(lambda: s.sample(h, m, g), cfg["repeats"], sync)
+        out["draw_s"] = timed(lambda: s.sample(h, m, g), cfg["repeats"], sync)
         out["per_draw_us"] = 1e6 * out["draw_s"] / (B * m)
         return out
     # one training step of the output layer alone: h fixed, E trained
@@ -98,7 +86,7 @@ def one(cfg: dict) -> dict:
         opt.step()
         head.after_step(1, opt)
 
-    out["step_s"] = _timed(step, cfg["repeats"], sync)
+    out["step_s"] = timed(step, cfg["repeats"], sync)
     return out
 
 

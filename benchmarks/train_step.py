@@ -34,12 +34,12 @@ def _sync(device: torch.device) -> None:
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
     from xcbench.seed import torch_generator
-    from xcbench.train import build_model, evaluate_splits, make_optimizer, method_config, train_step
+    from xcbench.train import build_model, evaluate_splits, make_optimizer, method_config, setup_head, train_step
 
     spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
     opt = make_optimizer(model, train_cfg)
-    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+    setup_head(model, task, device)
     model.train()
     t0 = time.perf_counter()
     model.head.on_epoch_start(0)

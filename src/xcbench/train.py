@@ -90,6 +90,11 @@ def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dic
     return spec, train_cfg, deep_merge(exp.get("model", {}), spec.get("model", {}))
 
 
+def setup_head(model: Model, task, device: torch.device) -> None:
+    """Hand the task's training statistics (label counts, ...) to the head, on `device`."""
+    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+
+
 def make_optimizer(model: nn.Module, train_cfg: dict) -> torch.optim.Optimizer:
     return OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
                                                               **train_cfg.get("optimizer_params", {}))
@@ -125,7 +130,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     history, start, elapsed = [], 0, 0.0
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
-    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+    setup_head(model, task, device)
     if ckpt_path.exists():
         ck = torch.load(ckpt_path, weights_only=True, map_location=device)
         model.load_state_dict(ck["model"])

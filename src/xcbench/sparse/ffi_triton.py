@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from xcbench.sparse.uniform import active_labels
+
 BL, BB = 32, 32  # labels and batch rows per program
 
 
@@ -72,7 +74,7 @@ def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tens
 def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
                  need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """(dx, dW, active labels), as uniform.ffi_backward."""
-    active = (g != 0).any(0).nonzero().squeeze(1)                                       # (a,)
+    active = active_labels(g)                                                           # (a,)
     xT, gT = x.T.contiguous(), g.T.contiguous()                                         # (e, B), (m, B)
     (s, m), B = W.shape, x.shape[0]
     dW = torch.zeros_like(W)

@@ -41,10 +41,15 @@ def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tens
     return oT.T if c is None else oT.T + c
 
 
+def active_labels(g: torch.Tensor) -> torch.Tensor:
+    """Labels (a,) whose column of g (B, m) is not all zero: the only ones the backward pass visits."""
+    return (g != 0).any(0).nonzero().squeeze(1)
+
+
 def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
                  need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """(dx, dW, active labels); labels with an all-zero column of g are skipped entirely."""
-    active = (g != 0).any(0).nonzero().squeeze(1)                                  # (a,)
+    active = active_labels(g)                                                      # (a,)
     xT, gT = x.T.contiguous(), g.T                                                 # (e, B), (m, B)
     dW = torch.zeros_like(W)
     dxT = torch.zeros_like(xT) if need_x else None
