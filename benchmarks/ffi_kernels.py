@@ -23,7 +23,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
-    from xcbench.heads.ova import ova_loss
+    from xcbench.registry import LOSSES
     from xcbench.sparse import ffi_triton, uniform
 
     g = torch.Generator().manual_seed(0)
@@ -34,7 +34,7 @@ def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
     Y = torch.zeros(B, m, device="cuda")
     Y[torch.arange(B).repeat_interleave(5), torch.randint(0, m, (5 * B,), generator=g).cuda()] = 1
     o = uniform.ffi_forward(x, W, I64).requires_grad_(True)
-    grad = torch.autograd.grad(ova_loss("sq_hinge")(o, Y), o)[0].contiguous()            # (B, m)
+    grad = torch.autograd.grad(LOSSES.get("sq_hinge")(o, Y), o)[0].contiguous()            # (B, m)
     row = {"m": m, "e": e, "s": s, "B": B, "backprop_share": float((grad != 0).any(0).float().mean()),
            "device": torch.cuda.get_device_name()}
     for name, fwd, bwd, I in (("torch", uniform.ffi_forward, uniform.ffi_backward, I64),

@@ -62,7 +62,7 @@ def one(cfg: dict) -> dict:
                 return {**out, "skipped": f"tree needs {gib:.1f} GiB"}
         s.setup(torch.ones(n, dtype=torch.long, device=dev))
         t0 = time.perf_counter()
-        s.update(E)
+        s.update(E, g)
         sync()
         out["build_s"] = time.perf_counter() - t0
         out["draw_s"] = timed(lambda: s.sample(h, m, g), cfg["repeats"], sync)
@@ -77,7 +77,7 @@ def one(cfg: dict) -> dict:
                                             tau=10.0, normalize=True, sparse_grad=True, **params).to(dev)
         head.setup({"label_counts": torch.ones(n, dtype=torch.long, device=dev), "n_train": n})
     opt = OPTIMIZERS.get("row_sgd")(head.parameters(), lr=0.1)  # plain SGD; sparse rows by index_add
-    head.on_epoch_start(0)
+    head.on_epoch_start(0, g)
     y = torch.randint(0, n, (B,), generator=g, device=dev)
 
     def step():

@@ -28,7 +28,8 @@ OUT = Path(__file__).resolve().parent / "out"
 def one(cfg: dict) -> dict:
     import torch
 
-    from xcbench.train import build_model, memory_report
+    from xcbench.model import build_model
+    from xcbench.train import memory_report
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

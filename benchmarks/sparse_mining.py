@@ -26,7 +26,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def run(loss: str, a) -> list[dict]:
-    from xcbench.train import build_model
+    from xcbench.model import build_model
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     params = {"fan_in": a.fan_in, "rewire_interval": 0, "loss": loss}

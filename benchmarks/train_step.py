@@ -34,7 +34,8 @@ def _sync(device: torch.device) -> None:
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
     from xcbench.seed import torch_generator
-    from xcbench.train import build_model, evaluate_splits, make_optimizer, method_config, setup_head, train_step
+    from xcbench.model import build_model
+    from xcbench.train import evaluate_splits, make_optimizer, method_config, setup_head, train_step
 
     spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
@@ -42,7 +43,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     setup_head(model, task, device)
     model.train()
     t0 = time.perf_counter()
-    model.head.on_epoch_start(0)
+    model.head.on_epoch_start(0, torch_generator(seed, "index", device))
     _sync(device)
     build_s = time.perf_counter() - t0
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", device)
@@ -86,14 +87,14 @@ def main() -> None:
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import device_name, pick_device
-    from xcbench.registry import TASKS
+    from xcbench.tasks.base import make_task
 
     exp = resolve_experiment(load_experiment(a.experiment), a.scale)
     for f in (a.processed, a.features):
         if f and not Path(f).exists():
             raise SystemExit(f"train_step: {f} does not exist; build it first: snakemake --cores all {f}")
     device = pick_device(a.device)
-    task = TASKS.get(exp["task"])(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0)
+    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0)
     rows = []
     for method in a.methods or list(exp["methods"]):
         rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,

@@ -52,13 +52,13 @@ def tiny_xmc(prepared):
 
 
 TINY_EXP = {
-    "paper": "test", "artifact": "unit", "task": "xmc", "title": "t", "scale": "tiny",
+    "paper": "test", "artifact": "unit", "task": {"name": "xmc", "params": {"val_frac": 0.1, "split_seed": 0}},
+    "title": "t", "scale": "tiny",
     "render": {"kind": "table", "renderer": "metric_table"},
     "datasets": ["synthetic-xmc-tiny"], "seeds": [0],
     "methods": {"full_softmax": {"head": "full_softmax"}},
     "model": {"encoder": {"name": "mlp", "hidden": 16, "dropout": 0.1}},
     "train": {"epochs": 3, "batch_size": 64, "lr": 0.01, "optimizer": "adam", "schedule": "cosine"},
-    "val_frac": 0.1, "split_seed": 0,
 }
 
 
@@ -67,3 +67,13 @@ def tiny_exp():
     import copy
 
     return copy.deepcopy(TINY_EXP)
+
+
+def make_test_task(name: str, params: dict, entry, processed, features, device="cpu", seed: int = 0):
+    """A registered task with `params` checked as an experiment's `task: {name, params}` would be."""
+    import torch
+
+    from xcbench.registry import TASKS
+
+    cls = TASKS.get(name)
+    return cls(cls.parse_params(params, "test"), entry, str(processed), features, torch.device(device), seed)

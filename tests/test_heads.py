@@ -27,7 +27,7 @@ def test_every_head_interface(name, multi):
     head = cls(D, C, torch.Generator().manual_seed(1), **SMALL.get(name, {}))
     h, y, idx = _batch(multi)
     head.setup({"label_counts": torch.ones(C, dtype=torch.long), "n_train": 100})
-    head.on_epoch_start(0)
+    head.on_epoch_start(0, torch.Generator())
     head.after_step(1, None)
     loss = head.loss(h, y, idx, torch.Generator().manual_seed(2))
     assert loss.dim() == 0 and torch.isfinite(loss)

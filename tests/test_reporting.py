@@ -8,7 +8,7 @@ from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.report import write_report
 from xcbench.registry import RENDERERS
 
-EXP = {"paper": "p", "artifact": "t", "title": "T", "task": "xmc", "scale": "quick",
+EXP = {"paper": "p", "artifact": "t", "title": "T", "task": {"name": "xmc", "params": {}}, "scale": "quick",
        "render": {"kind": "table", "renderer": "metric_table", "metrics": ["P@1"], "percent": True},
        "datasets": ["d1", "d2"], "seeds": [0, 1], "methods": {"m1": {"head": "m1"}, "m2": {"head": "m2"}},
        "train": {"epochs": 2, "batch_size": 8, "lr": 0.1}}
@@ -118,5 +118,5 @@ def test_footer_states_training_setup_only_for_trained_runs():
     from xcbench.reporting.captions import footer
 
     assert "Setup: adam lr 0.1, constant schedule, 2 epochs, batch 8." in footer(EXP, {})
-    probe = {**EXP, "task": "loss_timing", "notes": "timed"}
+    probe = {**EXP, "task": {"name": "loss_timing", "params": {}}, "notes": "timed"}
     assert "Setup" not in footer(probe, {}) and footer(probe, {}).endswith("timed")

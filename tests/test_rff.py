@@ -11,6 +11,8 @@ from xcbench.heads.sampled_softmax import pick_one_positive
 from xcbench.registry import HEADS, OPTIMIZERS, SAMPLERS, TASKS
 from xcbench.optim.weights import clip_grad_norm
 
+from conftest import make_test_task
+
 
 def _unit(n, d, seed):
     return F.normalize(torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64), dim=1)
@@ -41,8 +43,8 @@ def test_dense_and_gathered_tree_levels_agree(name):
     h = _unit(7, d, 5).float()
     kw = {"D": 32} if name != "quadratic" else {}
     a, b = SAMPLERS.get(name)(n, dense_nodes=1, **kw), SAMPLERS.get(name)(n, dense_nodes=1 << 20, **kw)
-    a.update(E)
-    b.update(E)
+    a.update(E, None)
+    b.update(E, None)
     ia, la = a.sample(h, 50, torch.Generator().manual_seed(0))
     ib, lb = b.sample(h, 50, torch.Generator().manual_seed(0))
     assert torch.equal(ia, ib) and torch.allclose(la.exp(), lb.exp(), atol=1e-6)
@@ -62,7 +64,7 @@ def test_sparse_row_gradient_equals_dense_gradient():
     grads = []
     for sparse in (False, True):
         head = _head(sparse)
-        head.on_epoch_start(0)
+        head.on_epoch_start(0, torch.Generator())
         loss = head.loss(h, y, None, torch.Generator().manual_seed(3))
         loss.backward()
         g = head.E.grad
@@ -76,7 +78,7 @@ def test_sparse_row_gradient_equals_dense_gradient():
 def test_tree_follows_the_rows_changed_by_each_step():
     head = _head(True)
     opt = OPTIMIZERS.get("lazy_adam")(head.parameters(), lr=0.05)
-    head.on_epoch_start(0)
+    head.on_epoch_start(0, torch.Generator())
     g = torch.Generator().manual_seed(4)
     for step in range(3):
         h = torch.randn(8, 6, generator=g)
@@ -86,7 +88,7 @@ def test_tree_follows_the_rows_changed_by_each_step():
         opt.step()
         head.after_step(step + 1, opt)
     fresh = SAMPLERS.get("rff")(50, D=16)
-    fresh.update(F.normalize(head.E.detach(), dim=1))
+    fresh.update(F.normalize(head.E.detach(), dim=1), None)
     q = torch.randn(4, 6, generator=g)
     ids = torch.arange(50).expand(4, -1)
     # probabilities, not logs: near-zero (clamped) RFF masses differ by float rounding of the sums
@@ -161,7 +163,7 @@ def tiny_lm(prepared):
 
 
 def _lm_model(n, seed=0):
-    from xcbench.train import build_model
+    from xcbench.model import build_model
 
     return build_model({"encoder": {"name": "lstm_lm", "emb": 8, "hidden": 8, "layers": 2}}, "normalized_softmax",
                        {"tau": 5.0}, n, n, seed)
@@ -169,7 +171,7 @@ def _lm_model(n, seed=0):
 
 def test_lm_windows_are_next_token_pairs(tiny_lm):
     processed, entry = tiny_lm
-    task = TASKS.get("lm")({"bptt": 7}, entry, str(processed), None, torch.device("cpu"), 0)
+    task = make_test_task("lm", {"bptt": 7}, entry, str(processed), None, torch.device("cpu"), 0)
     tok = task.tokens["train"]
     x, y, idx = next(task.train_batches(4, torch.Generator().manual_seed(0)))
     assert x.shape == (4, 7) and y.shape == (28,)
@@ -182,14 +184,14 @@ def test_lm_evaluation_carries_state_exactly(tiny_lm):
     """Perplexity over streams read bptt tokens at a time equals one pass over each whole stream."""
     processed, entry = tiny_lm
     exp = {"bptt": 5, "eval_tokens": 400, "eval_streams": 4}
-    task = TASKS.get("lm")(exp, entry, str(processed), None, torch.device("cpu"), 0)
+    task = make_test_task("lm", exp, entry, str(processed), None, torch.device("cpu"), 0)
     model = _lm_model(task.n_classes).eval()
     got = task.evaluate(model, "val")
     tok = task.tokens["val"]
     L = (len(tok) - 1) // 4
     x, y = tok[:4 * L].view(4, L), tok[1:4 * L + 1].view(4, L)
     with torch.no_grad():
-        logp = torch.log_softmax(model.head.scores(model.encoder(x)).double(), 1)
+        logp = torch.log_softmax(model.head.scores(model.encode(x)[0]).double(), 1)
     nll = -logp.gather(1, y.reshape(-1, 1)).mean().item()
     assert got["nll"] == pytest.approx(nll, rel=1e-6) and got["ppl"] == pytest.approx(math.exp(nll), rel=1e-6)
 
@@ -209,7 +211,7 @@ def vectors(prepared):
 
 def test_kernel_mse_probe(vectors):
     processed, entry = vectors
-    probe = TASKS.get("kernel_mse")({"tau": 1.0, "pairs": 200}, entry, processed, None, torch.device("cpu"), 0)
+    probe = make_test_task("kernel_mse", {"tau": 1.0, "pairs": 200}, entry, processed, None, torch.device("cpu"), 0)
     quad = probe.measure({"head": "quadratic_fit"}, 0)
     assert quad["mse"] > 0 and quad["D"] == probe.in_dim ** 2
     rff = [probe.measure({"head": "rff", "params": {"D": D}}, 0)["mse"] for D in (16, 4096)]
@@ -219,7 +221,7 @@ def test_kernel_mse_probe(vectors):
 
 
 def test_quadratic_fit_is_least_squares_optimal():
-    from xcbench.tasks.probes import _quadratic_fit
+    from xcbench.tasks.probes import quadratic_fit as _quadratic_fit
 
     h, c = _unit(300, 4, 6), _unit(300, 4, 7)
     x = (h * c).sum(1)
@@ -235,7 +237,7 @@ def test_quadratic_fit_is_least_squares_optimal():
 def test_loss_timing_probe_times_and_skips_oversized_trees(vectors):
     processed, entry = vectors
     exp = {"batch": 4, "repeats": 3, "warmup": 1, "max_tree_gib": 1e-6}
-    probe = TASKS.get("loss_timing")(exp, entry, processed, None, torch.device("cpu"), 0)
+    probe = make_test_task("loss_timing", exp, entry, processed, None, torch.device("cpu"), 0)
     spec = {"head": "sampled_softmax", "params": {"sampler": "exact", "m": 5, "normalize": True}}
     r = probe.measure(spec, 0)
     assert r["time_ms"] > 0 and r["n"] == probe.n_classes

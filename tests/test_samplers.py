@@ -16,7 +16,7 @@ def _sampler(name):
     g = torch.Generator().manual_seed(0)
     s = SAMPLERS.get(name)(N, **({"D": 64} if name == "rff" else {}))
     s.setup(torch.randint(0, 50, (N,), generator=g))
-    s.update(torch.nn.functional.normalize(torch.randn(N, D, generator=g), dim=1))
+    s.update(torch.nn.functional.normalize(torch.randn(N, D, generator=g), dim=1), g)
     return s
 
 
@@ -96,7 +96,7 @@ def test_rff_kernel_estimate_and_positive_case_matches_brute_force():
     target = torch.exp(-2.0 * (x - y).square().sum(1) / 2)
     assert (est - target).abs().max() < 0.05  # unbiased Monte-Carlo estimate, D = 20000
     s = SAMPLERS.get("rff")(N, D=4096, nu=0.5)  # small nu: all kernel values clearly positive
-    s.update(torch.randn(N, D, generator=g))
+    s.update(torch.randn(N, D, generator=g), None)
     h = _h()
     ref = _brute_kernel(s, h)
     assert torch.all(ref > 0)
@@ -109,13 +109,13 @@ def test_tree_row_update_equals_rebuild(changed):
     g = torch.Generator().manual_seed(4)
     E = torch.randn(N, D, generator=g)
     s = _sampler("quadratic")
-    s.update(E)
+    s.update(E, None)
     ids = torch.randperm(N, generator=g)[:changed]
     E2 = E.clone()
     E2[ids] = torch.randn(changed, D, generator=g)
     s.update_rows(ids, E2[ids])
     fresh = _sampler("quadratic")
-    fresh.update(E2)
+    fresh.update(E2, None)
     h = _h()
     all_ids = torch.arange(N).expand(h.shape[0], -1)
     assert torch.allclose(s.log_prob(h, all_ids), fresh.log_prob(h, all_ids), atol=1e-5)

@@ -141,18 +141,18 @@ def test_row_sgd_matches_dense_sgd_without_momentum():
 
 def test_nu_is_checkpointed_and_resumed(tiny_xmc, tmp_path):
     from xcbench.config import normalise_methods
-    from xcbench.registry import TASKS
+    from xcbench.tasks.base import make_task
     from xcbench.train import run
 
     from conftest import TINY_EXP
 
-    exp = {**TINY_EXP, "task": "multiclass", "eval_train_size": 100,
+    exp = {**TINY_EXP, "task": {"name": "multiclass", "params": {"eval_train_size": 100}},
            "methods": normalise_methods({"scent": {"head": "minmin_ce", "params": {"dual": "scent",
                                                                                     "dual_params": {"alpha": 5.0}}}}),
            "model": {"encoder": {"name": "identity"}},
            "train": {"epochs": 3, "batch_size": 32, "lr": 0.5, "optimizer": "row_sgd", "schedule": "cosine"}}
     processed, feats, entry = tiny_xmc
-    task = TASKS.get("multiclass")(exp, entry, processed, feats, torch.device("cpu"), 0)
+    task = make_task(exp, entry, processed, feats, torch.device("cpu"), 0)
     full = run(exp, task, "d", "scent", 0, tmp_path / "full", torch.device("cpu"))
     with pytest.raises(KeyboardInterrupt):
         run(exp, task, "d", "scent", 0, tmp_path / "cut", torch.device("cpu"), interrupt_after=1)

@@ -12,7 +12,7 @@ import torch
 
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
-from xcbench.registry import TASKS
+from xcbench.tasks.base import make_task
 from xcbench.train import TrainingDiverged, run
 
 DEV = torch.device("cpu")
@@ -21,7 +21,7 @@ DEV = torch.device("cpu")
 def _run(tiny_xmc, exp, out, **kw):
     processed, feats, entry = tiny_xmc
     exp["methods"] = normalise_methods(exp["methods"])
-    task = TASKS.get("xmc")(exp, entry, processed, feats, DEV, 0)
+    task = make_task(exp, entry, processed, feats, DEV, 0)
     return run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
 
 
@@ -48,7 +48,7 @@ def test_interrupted_run_resumes_to_identical_metrics(tiny_xmc, tiny_exp, tmp_pa
 def test_different_seed_differs(tiny_xmc, tiny_exp, tmp_path):
     processed, feats, entry = tiny_xmc
     tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
-    task = TASKS.get("xmc")(tiny_exp, entry, processed, feats, DEV, 0)
+    task = make_task(tiny_exp, entry, processed, feats, DEV, 0)
     a = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 0, tmp_path / "s0", DEV)
     b = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 1, tmp_path / "s1", DEV)
     assert a["curves"]["train_loss"] != b["curves"]["train_loss"]

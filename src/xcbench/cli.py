@@ -60,7 +60,7 @@ def cmd_features(args) -> None:
 
 def cmd_train(args) -> None:
     from xcbench.device import pick_device
-    from xcbench.registry import TASKS
+    from xcbench.tasks.base import make_task
     from xcbench.train import run
 
     exp = resolve_experiment(load_experiment(args.experiment), args.scale)
@@ -69,7 +69,7 @@ def cmd_train(args) -> None:
                           f"{args.scale}; its methods: {', '.join(exp['methods'])}")
     device = pick_device(args.device)
     entry = _entry(args)
-    task = TASKS.get(exp["task"])(exp, entry, args.processed, args.features, device, args.seed)
+    task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment)
     m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
     print({k: round(v, 4) for k, v in m["metrics"].items()})
 
@@ -96,11 +96,10 @@ def cmd_report(args) -> None:
 
 
 def cmd_list(args) -> None:
-    from xcbench import registry
+    from xcbench.registry import FAMILIES
 
-    for fam in ("HEADS", "SAMPLERS", "SELECTORS", "OPTIMIZERS", "ENCODERS", "FEATURES", "READERS", "GENERATORS",
-                "TASKS", "RENDERERS"):
-        print(f"{fam.lower():11s} {', '.join(getattr(registry, fam).names()) or '-'}")
+    for name, reg in FAMILIES.items():
+        print(f"{name:11s} {', '.join(reg.names()) or '-'}")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -4,6 +4,9 @@ An experiment file (`config/experiments/<paper>/<artifact>.yaml`) holds the sett
 scales plus a `scales:` block of per-scale overrides; `resolve_experiment` deep-merges the chosen
 scale onto the base (dicts merge key by key, lists and scalars replace). Every file is validated
 against its JSON schema in `workflow/schemas/`, so unknown keys are errors that name the file.
+`extends: <artifact>` (same folder) deep-merges a file onto another one (its `scales:` too), so a
+variant states only what differs; `task: lm` is short for `task: {name: lm, params: {}}`, and a
+task's params are checked by the task class itself (tasks/base.py).
 """
 
 from __future__ import annotations
@@ -45,12 +48,32 @@ def validate(obj: Any, schema_name: str, source: str | Path) -> None:
         raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))
 
 
-def load_experiment(path: str | Path) -> dict:
+def normalise_task(exp: dict) -> dict:
+    """`task: name` -> `task: {name, params: {}}`, at the top level and in every scale."""
+    exp = dict(exp)
+    if isinstance(exp.get("task"), str):
+        exp["task"] = {"name": exp["task"], "params": {}}
+    if "scales" in exp:
+        exp["scales"] = {k: normalise_task(v) for k, v in exp["scales"].items()}
+    return exp
+
+
+def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
-    (same folder) and only adds its own title and rendering."""
+    (same folder) and only adds its own title and rendering; one with `extends: <artifact>` is
+    that artifact's file with this one deep-merged on top (a variant with its own runs)."""
     path = Path(path)
+    if path in _seen:
+        raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
     exp = read_yaml(path)
     validate(exp, "experiment.schema.yaml", path)
+    exp = normalise_task(exp)
+    if "extends" in exp:
+        parent_path = path.with_name(f"{exp['extends']}.yaml")
+        if not parent_path.exists():
+            raise ConfigError(f"{path}: extends {exp['extends']!r}, but {parent_path} does not exist")
+        parent = load_experiment(parent_path, _seen + (path,))
+        exp = deep_merge({k: v for k, v in parent.items() if k != "extends"}, exp)
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
         only = exp.pop("methods", None)  # a list: render only these of the owner's runs
@@ -66,6 +89,8 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
         raise ConfigError(f"scale must be one of {SCALES}, got {scale!r}")
     base = {k: v for k, v in exp.items() if k != "scales"}
     out = deep_merge(base, exp.get("scales", {}).get(scale, {}))
+    if "task" in out:
+        out["task"].setdefault("params", {})
     out["scale"] = scale
     out["methods"] = normalise_methods(out.get("methods", {}))
     if "only_methods" in out:

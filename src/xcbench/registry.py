@@ -69,6 +69,14 @@ READERS = Registry("dataset format")
 GENERATORS = Registry("synthetic generator")
 TASKS = Registry("task")
 RENDERERS = Registry("renderer")
+SCHEDULES = Registry("lr schedule")
+LOSSES = Registry("one-vs-all loss")
+ESTIMATORS = Registry("kernel estimator")
+DUALS = Registry("dual update rule")
+FAMILIES = {"heads": HEADS, "samplers": SAMPLERS, "selectors": SELECTORS, "optimizers": OPTIMIZERS,
+            "schedules": SCHEDULES, "duals": DUALS, "losses": LOSSES, "encoders": ENCODERS, "features": FEATURES,
+            "readers": READERS, "generators": GENERATORS, "tasks": TASKS, "estimators": ESTIMATORS,
+            "renderers": RENDERERS}  # every family, for `xcbench list` and the parametrized tests
 
 _BUILTIN_MODULES = (
     "xcbench.heads",

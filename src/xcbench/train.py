@@ -1,11 +1,15 @@
-"""The method-agnostic training loop: `fit()` over any Head, `run()` for one result folder.
+"""The method-agnostic training loop: `fit()` over any Model, `run()` for one result folder.
 
-Per epoch: set the scheduled learning rate, call `head.on_epoch_start`, run the batches (order
-from an explicit generator), evaluate on the validation split, append to the history and save a
-checkpoint atomically. A rerun finds the checkpoint and resumes after the last finished epoch
-with identical model, optimizer, generator and global-RNG state, so an interrupted run resumed
-gives the same final metrics as an uninterrupted one. A non-finite loss stops the run with an
-error naming epoch, step and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
+Per epoch: set the scheduled learning rate, call `head.on_epoch_start(step, gen)` (index rebuilds
+with an explicit generator), run the batches (order from an explicit generator), evaluate on the
+validation split, add the head's per-epoch metrics on a fixed probe batch and the parts of a
+composite loss (`train_loss_main`, `train_loss_aux`), append to the history, update model
+selection (`select:`, selection.py) and save a checkpoint atomically. A rerun finds the
+checkpoint and resumes after the last finished epoch with identical model, optimizer, generators,
+global-RNG and selection state (the best epoch's weights included), so an interrupted run resumed
+gives the same final metrics as an uninterrupted one. `test` is evaluated on the selected epoch
+(the last one without `select:`). A non-finite loss stops the run with an error naming epoch, step
+and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
 """
 
 from __future__ import annotations
@@ -25,41 +29,20 @@ from torch import nn
 from tqdm import tqdm
 
 from xcbench import __version__
-from xcbench.config import ROOT, deep_merge
+from xcbench.config import ROOT, ConfigError, deep_merge
 from xcbench.device import device_name
 from xcbench.io import torch_save, write_json, write_text, write_yaml
-from xcbench.optim.weights import Plateau, clip_grad_norm, schedule
-from xcbench.registry import ENCODERS, HEADS, OPTIMIZERS
+from xcbench.model import Model, build_model
+from xcbench.optim.weights import clip_grad_norm
+from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.seed import seed_global, torch_generator
+from xcbench.selection import BestEpoch
 
 CHECKPOINT = "checkpoint.pt"
-
+REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
 
 class TrainingDiverged(FloatingPointError):
     """The training loss became NaN or infinite."""
-
-
-class Model(nn.Module):
-    """encoder h = f(x) followed by a head; the loop sees only `loss` and `scores`."""
-
-    def __init__(self, encoder: nn.Module, head: nn.Module) -> None:
-        super().__init__()
-        self.encoder, self.head = encoder, head
-
-    def loss(self, x, y, idx, gen):
-        return self.head.loss(self.encoder(x), y, idx, gen)
-
-    def scores(self, x):
-        return self.head.scores(self.encoder(x))
-
-
-def build_model(model_cfg: dict, head_name: str, head_params: dict, in_dim: int, n_classes: int,
-                seed: int) -> Model:
-    gen = torch_generator(seed, "init")
-    enc_cfg = dict(model_cfg.get("encoder", {"name": "identity"}))
-    encoder = ENCODERS.get(enc_cfg.pop("name"))(in_dim, gen, **enc_cfg)
-    head = HEADS.get(head_name)(encoder.out_dim, n_classes, gen, **head_params)
-    return Model(encoder, head)
 
 
 def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> dict:
@@ -116,16 +99,27 @@ def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: to
     return loss
 
 
+def make_schedule(train_cfg: dict):
+    name = train_cfg.get("schedule", "constant")
+    return SCHEDULES.get(name)(train_cfg["lr"], **train_cfg.get(name, {}))
+
+
+def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = task.probe_batch()
+    with torch.no_grad():
+        return model.encode(x)[0], y
+
+
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
         interrupt_after: int | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
     opt = make_optimizer(model, train_cfg)
-    plateau = Plateau(train_cfg["lr"], **train_cfg.get("plateau", {})) \
-        if train_cfg.get("schedule") == "plateau" else None
-    lr_at = None if plateau else schedule(train_cfg.get("schedule", "constant"))
+    sched = make_schedule(train_cfg)
+    select = BestEpoch(**train_cfg["select"]) if train_cfg.get("select") else None
     gen = torch_generator(seed, "batches")
     loss_gen = torch_generator(seed, "loss", device)
+    index_gen = torch_generator(seed, "index", device)
     seed_global(seed)
     history, start, elapsed = [], 0, 0.0
     ckpt_path = out_dir / CHECKPOINT
@@ -135,12 +129,13 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         ck = torch.load(ckpt_path, weights_only=True, map_location=device)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
-        gen.set_state(ck["gen"])
-        loss_gen.set_state(ck["loss_gen"])
+        for g, k in ((gen, "gen"), (loss_gen, "loss_gen"), (index_gen, "index_gen")):
+            g.set_state(ck[k])
         torch.set_rng_state(ck["global_rng"])
         history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
-        if plateau:
-            plateau.load_state_dict(ck["plateau"])
+        sched.load_state_dict(ck["schedule"])
+        if select:
+            select.load_state_dict(ck["select"])
         if ck.get("stopped"):
             start = epochs
         print(f"resuming {out_dir} after epoch {start}/{epochs}")
@@ -151,12 +146,12 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     for epoch in tqdm(range(start, epochs), desc=f"train {out_dir.name}", unit="epoch", initial=start,
                       total=epochs, disable=None):
         t0 = time.perf_counter()
-        lr = plateau.lr if plateau else train_cfg["lr"] * lr_at(epoch, epochs)
+        lr = sched.lr_at(epoch, epochs)
         for g in opt.param_groups:
             g["lr"] = lr
         model.train()
-        model.head.on_epoch_start(epoch * nb)
-        total, count = 0.0, 0
+        model.head.on_epoch_start(epoch * nb, index_gen)
+        total, count, parts = 0.0, 0, {}
         for step, (x, y, idx) in enumerate(tqdm(task.train_batches(bs, gen), total=nb, leave=False,
                                                 desc=f"epoch {epoch + 1}", disable=None)):
             loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
@@ -165,28 +160,37 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                     f"{out_dir}: training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}; "
                     f"lower train.lr (now {lr:g}) or check the input features for NaN/inf")
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
+            for k, v in model.head.loss_parts.items():
+                parts[k] = parts.get(k, 0.0) + v * x.shape[0]
         model.eval()
-        evals = evaluate_splits(model, task)
+        evals = {**evaluate_splits(model, task), **model.head.epoch_metrics(*_probe_h(model, task))}
         dt = time.perf_counter() - t0
         elapsed += dt
         history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
-                        **evals})
-        stop = plateau.update(evals[f"val_{plateau.metric}"]) if plateau else False
+                        **{f"train_loss_{k}": v / max(1, count) for k, v in parts.items()}, **evals})
+        stop = sched.observe(evals)
+        if select:
+            stop = select.update(epoch + 1, evals, model) or stop
         torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
-                               "loss_gen": loss_gen.get_state(), "global_rng": torch.get_rng_state(),
-                               "history": history, "epoch": epoch + 1, "elapsed": elapsed, "stopped": stop,
-                               "plateau": plateau.state_dict() if plateau else {}})
+                               "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
+                               "global_rng": torch.get_rng_state(), "history": history, "epoch": epoch + 1,
+                               "elapsed": elapsed, "stopped": stop, "schedule": sched.state_dict(),
+                               "select": select.state_dict() if select else None})
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:
             break
     model.eval()
+    last = model.head.report()  # at the last epoch's state (share of labels back-propagated so far)
+    if select:
+        select.restore(model)
     test = task.evaluate(model, "test")
     final_train = task.evaluate(model, "train") if train_cfg.get("eval_train", False) else {}
     epoch_times = [h["epoch_time_s"] for h in history if h["epoch"] > 0]
     return {"test": test, "train": final_train, "history": history, "wall_time_s": elapsed,
             "time_per_epoch_s": float(np.mean(epoch_times)) if epoch_times else 0.0,
-            "memory": memory_report(model, opt, device), "head": model.head.report()}
+            "best_epoch": select.best_epoch if select else (history[-1]["epoch"] if history else 0),
+            "memory": memory_report(model, opt, device), "head": last}
 
 
 def git_commit() -> str | None:
@@ -206,47 +210,53 @@ def history_csv(history: list[dict]) -> str:
     return buf.getvalue()
 
 
+def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
+    """What every result folder's metrics.json says about where and how it ran."""
+    return {"device": str(device), "device_name": device_name(device), "seed": seed, "dataset": dataset,
+            "method": method, "scale": exp["scale"], "git_commit": git_commit(),
+            "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
+                         "python": platform.python_version()}}
+
+
 def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
         interrupt_after: int | None = None) -> dict:
-    """Train one (dataset, method, seed) of an experiment and write its result folder."""
+    """One (dataset, method, seed) of an experiment: record its resolved configuration, then let the
+    task execute it (train, or measure for a probe) and write the result folder."""
     out_dir = Path(out_dir)
     spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     resolved = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
                 "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
-                "train": train_cfg, "model": model_cfg, "task": exp["task"], "data": task.info}
+                "train": train_cfg if task.trains else {}, "model": model_cfg, "task": exp["task"],
+                "data": task.info, "experiment": exp}
     write_yaml(out_dir / "config.resolved.yaml", resolved)
-    if getattr(task, "probe", False):  # a measurement (tasks/probes.py): nothing is trained
-        return _write_probe(task, spec, exp, dataset, method, seed, out_dir, device)
+    return task.execute(exp, dataset, method, seed, out_dir, device, interrupt_after)
+
+
+def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_dir: Path, device: torch.device,
+                    interrupt_after: int | None = None) -> dict:
+    """Train one run (`fit`) and write metrics.json and history.csv; the checkpoint goes unless kept."""
+    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
+    missing = [k for k in REQUIRED_TRAIN if k not in train_cfg]
+    if missing:
+        raise ConfigError(f"{exp['paper']}/{exp['artifact']}: train config of {method!r} lacks {missing}; "
+                          f"task {exp['task']['name']!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
     hist = res["history"]
     curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k != "epoch_time_s"}
     strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
+    best = [h for h in hist if h["epoch"] == res["best_epoch"]]
     metrics = {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
                "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
+               "best": strip(best[0]) if best else {}, "best_epoch": res["best_epoch"],
                "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
                "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
-               "memory": res["memory"], "head": res["head"], "device": str(device), "seed": seed, "dataset": dataset, "method": method,
-               "scale": exp["scale"], "git_commit": git_commit(), "n_classes": task.n_classes,
-               "log_n_classes": math.log(task.n_classes),
-               "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
-                            "python": platform.python_version()}}
+               "memory": res["memory"], "head": res["head"], "n_classes": task.n_classes,
+               "log_n_classes": math.log(task.n_classes), **run_record(exp, dataset, method, seed, device)}
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
     if not exp.get("keep_checkpoint", False):
         (out_dir / CHECKPOINT).unlink(missing_ok=True)
     if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
         raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
-    return metrics
-
-
-def _write_probe(task, spec: dict, exp: dict, dataset: str, method: str, seed: int, out_dir: Path,
-                 device: torch.device) -> dict:
-    t0 = time.perf_counter()
-    values = task.measure(spec, seed)
-    metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0, "device": str(device),
-               "device_name": device_name(device), "seed": seed, "dataset": dataset, "method": method, "scale": exp["scale"],
-               "git_commit": git_commit(), "versions": {"xcbench": __version__, "torch": torch.__version__}}
-    write_text(out_dir / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
-    write_json(out_dir / "metrics.json", metrics)
     return metrics

@@ -1,5 +1,7 @@
 """Encoders h = f(x) over fixed features, trained jointly with the head.
 
+Interface in features/base.py.
+
 - `identity`: h = x (a linear classifier on the fixed features).
 - `linear`: h = x P, a learned (e, out) projection without bias (the RF-softmax XMC model maps the
   v-dim BOW to 128-d by a v x 128 matrix; here x is the fixed feature vector, see the experiment).
@@ -15,11 +17,12 @@ import math
 import torch
 from torch import nn
 
+from xcbench.features.base import Encoder
 from xcbench.registry import ENCODERS
 
 
 @ENCODERS.register("identity")
-class Identity(nn.Module):
+class Identity(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = in_dim
@@ -30,7 +33,7 @@ class Identity(nn.Module):
 
 
 @ENCODERS.register("mlp")
-class MLP(nn.Module):
+class MLP(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, hidden: int = 512, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = hidden
@@ -44,7 +47,7 @@ class MLP(nn.Module):
 
 
 @ENCODERS.register("linear")
-class Linear(nn.Module):
+class Linear(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, out: int = 128, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = out

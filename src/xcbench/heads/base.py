@@ -4,10 +4,15 @@
                                       y (B,) or (B, Lmax) padded with -1, idx (B,) example ids
                                       (per-example state such as SCENT's nu is indexed by idx)
     scores(h) -> (B, C)               full logits, used for evaluation only
-    on_epoch_start(step)              hook: rebuild indices, refresh samplers
+    on_epoch_start(step, gen)         hook: rebuild indices, refresh samplers (explicit generator)
     after_step(step, optimizer)       hook after each optimizer step (step counts from 1): rewiring
     setup(stats)                      hook: training-set statistics (label counts, n) before fit
+    epoch_metrics(h, y) -> dict       per-epoch numbers (history.csv, curves) on a fixed probe batch:
+                                      h (P, d) its encoder output, y its labels
     report() -> dict                  head-specific numbers written to metrics.json["head"]
+    class_embeddings() -> Parameter   the (C, d) class embedding table, if any (tying, proposals)
+    loss_parts                        {name: value} of a composite loss's last batch (main, aux),
+                                      averaged per epoch into history as train_loss_<name>
 
 Capabilities are class attributes (`multi_label`: accepts padded multi-label targets), so the
 training loop never branches on a method name.
@@ -27,6 +32,7 @@ class Head(nn.Module):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator) -> None:
         super().__init__()
         self.in_dim, self.n_classes = in_dim, n_classes
+        self.loss_parts: dict[str, float] = {}
 
     def loss(self, h: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
@@ -34,8 +40,14 @@ class Head(nn.Module):
     def scores(self, h: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def on_epoch_start(self, step: int) -> None:
+    def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
         pass
+
+    def epoch_metrics(self, h: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        return {}
+
+    def class_embeddings(self) -> nn.Parameter | None:
+        return None
 
     def after_step(self, step: int, optimizer) -> None:
         pass
@@ -58,7 +70,10 @@ class LinearHead(Head):
         self.b = nn.Parameter(torch.zeros(n_classes))                                   # (C,)
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:
-        return h @ self.W.T + self.b                                                    # (B, C)
+        return h @ self.W.T + self.b
+
+    def class_embeddings(self) -> nn.Parameter:
+        return self.W                                                    # (B, C)
 
 
 def multi_hot(y: torch.Tensor, n_classes: int) -> torch.Tensor:

@@ -35,6 +35,9 @@ class MinMinCE(Head):
         self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * init_std)        # (K, d)
         self.register_buffer("nu", torch.zeros(0, dtype=torch.float64))
 
+    def class_embeddings(self) -> nn.Parameter:
+        return self.W
+
     def setup(self, stats: dict) -> None:
         if self.nu.numel() != stats["n_train"]:
             self.nu = torch.zeros(stats["n_train"], dtype=torch.float64, device=self.W.device)

@@ -3,7 +3,7 @@
 With targets t_il in {0, 1} and s_il = 2 t_il - 1, both averaged over all B x C entries:
   sq_hinge:  l = mean_{i,l} max(0, 1 - s_il o_il)^2     (zero gradient once the margin is met)
   bce:       l = mean_{i,l} [ softplus(o_il) - t_il o_il ]   (binary cross-entropy with logits)
-`OVA_LOSSES` maps the name to the pure function; the dense heads and the sparse layers share it.
+The LOSSES registry maps the name to the pure function; the dense heads and the sparse layers share it.
 """
 
 from __future__ import annotations
@@ -12,24 +12,17 @@ import torch
 import torch.nn.functional as F
 
 from xcbench.heads.base import LinearHead, multi_hot
-from xcbench.registry import HEADS
+from xcbench.registry import HEADS, LOSSES
 
 
+@LOSSES.register("sq_hinge")
 def sq_hinge_loss(o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return torch.relu(1 - (2 * t - 1) * o).square().mean()
 
 
+@LOSSES.register("bce")
 def bce_loss(o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(o, t)
-
-
-OVA_LOSSES = {"sq_hinge": sq_hinge_loss, "bce": bce_loss}
-
-
-def ova_loss(name: str):
-    if name not in OVA_LOSSES:
-        raise KeyError(f"unknown one-vs-all loss {name!r}; known: {', '.join(sorted(OVA_LOSSES))}")
-    return OVA_LOSSES[name]
 
 
 @HEADS.register("sq_hinge")

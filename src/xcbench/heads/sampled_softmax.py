@@ -18,7 +18,9 @@ as m grows (tests/test_samplers.py). Class rows are read with `F.embedding(spars
 gradient of E is a sparse row tensor touching only the rows used in the batch: a step costs
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
 sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
-and rebuilt from all rows at every epoch start.
+and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
+proposal's `aux_loss(h, E)` is added with weight `aux_weight`: loss = main + aux_weight * aux, and
+both parts are logged (`loss_parts`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from xcbench.registry import HEADS, SAMPLERS
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
                          m: int) -> torch.Tensor:
     """Per-example loss (B,) from o_t (B,), negatives' logits o_s (B, m), their log q and hit mask."""
-    adj = (o_s - log_q - math.log(m)).masked_fill(hits, -math.inf)                       # (B, m)
+    adj = (o_s - log_q.detach() - math.log(m)).masked_fill(hits, -math.inf)                       # (B, m)
     logits = torch.cat([o_t.unsqueeze(1), adj], 1)                                       # (B, 1 + m)
     return -torch.log_softmax(logits, 1)[:, 0]
 
@@ -66,6 +68,9 @@ class NormalizedSoftmax(Head):
     def _logit(self, dot: torch.Tensor) -> torch.Tensor:
         return self.tau * (dot.abs() if self.absolute else dot)
 
+    def class_embeddings(self) -> nn.Parameter:
+        return self.E
+
     def rows(self, ids: torch.Tensor, sparse: bool = False) -> torch.Tensor:
         """Class embeddings of `ids` (any shape), normalised when `normalize`: (..., d)."""
         return self._unit(F.embedding(ids, self.E, sparse=sparse))
@@ -81,17 +86,18 @@ class NormalizedSoftmax(Head):
 class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
                  sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
-                 absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01) -> None:
+                 absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
+                 aux_weight: float = 1.0) -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
-        self.m, self.sparse_grad = m, sparse_grad
+        self.m, self.sparse_grad, self.aux_weight = m, sparse_grad, aux_weight
         self._touched: torch.Tensor | None = None
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
 
-    def on_epoch_start(self, step: int) -> None:
-        self.sampler.update(self._unit(self.E.detach()))
+    def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
+        self.sampler.update(self._unit(self.E.detach()), gen)
 
     def after_step(self, step: int, optimizer) -> None:
         if self._touched is not None:
@@ -112,11 +118,16 @@ class SampledSoftmax(NormalizedSoftmax):
             h, positives, y = h[rows], y[rows], t
         h = self._unit(h)                                                                     # (B, d)
         if self.sampler.update_every_step:
-            self.sampler.update(self._unit(self.E.detach()))
+            self.sampler.update(self._unit(self.E.detach()), gen)
         ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
         o = self._logit(self._cos(h.unsqueeze(1), torch.cat([y.unsqueeze(1), ids], 1)))       # (B, 1 + m): one gather
         o_t, o_s = o[:, 0], o[:, 1:]
         if self.sampler.needs_index and not self.sampler.update_every_step:
             self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
-        return sampled_softmax_loss(o_t, o_s, log_q, hits, self.m).mean()
+        main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m).mean()
+        aux = self.sampler.aux_loss(h, self._unit(self.E))
+        if aux is None:
+            return main
+        self.loss_parts = {"main": main.item(), "aux": aux.item()}
+        return main + self.aux_weight * aux

@@ -15,8 +15,7 @@ import torch
 from torch import nn
 
 from xcbench.heads.base import Head, multi_hot
-from xcbench.heads.ova import ova_loss
-from xcbench.registry import HEADS
+from xcbench.registry import HEADS, LOSSES
 from xcbench.sparse.rewire import regrow_fixed_fan_in, reset_moments, smallest
 from xcbench.sparse.uniform import distinct_random_indices, ffi_impl, ffi_linear
 from xcbench.sparse.unstructured import coo_linear, random_positions
@@ -26,7 +25,7 @@ class SparseOvA(Head):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, fan_in: int = 32, loss: str = "sq_hinge",
                  rewire_interval: int = 1000, rewire_fraction: float = 0.1) -> None:
         super().__init__(in_dim, n_classes, gen)
-        self.fan_in, self.loss_fn = fan_in, ova_loss(loss)
+        self.fan_in, self.loss_fn = fan_in, LOSSES.get(loss)
         self.rewire_interval, self.rewire_fraction = rewire_interval, rewire_fraction
         self.register_buffer("rewire_seed", torch.randint(0, 2**62, (1,), generator=gen))
         self.register_buffer("bwd_stats", torch.zeros(2, dtype=torch.float64))  # [labels back-propagated, seen]

@@ -25,9 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from xcbench.registry import Registry
-
-DUALS = Registry("dual update rule")
+from xcbench.registry import DUALS
 
 
 def logmeanexp(R: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

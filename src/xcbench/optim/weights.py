@@ -1,10 +1,11 @@
 """Weight optimizers (torch's implementations, registered by name) and LR schedules.
 
-Schedules map (epoch, total epochs) to a multiplier of the base learning rate:
-  constant: 1;   cosine: (1 + cos(pi * epoch / epochs)) / 2   (per-epoch cosine decay).
+Schedules (SCHEDULES registry) give each epoch's learning rate from the base lr:
+  constant: lr;   cosine: lr (1 + cos(pi * epoch / epochs)) / 2   (per-epoch cosine decay).
 `Plateau` (schedule: plateau) instead follows a validation metric, as Schultheis & Babbar (2023)
 train: multiply the lr by `factor` after `patience` epochs without an improvement of `min_delta`
-(never below `min_lr`), and stop after `stop_patience` epochs without improvement.
+(never below `min_lr`), and stop after `stop_patience` epochs without improvement. `mode` says
+whether higher (max, default: P@k) or lower (min: perplexity) is better (selection.improves).
 """
 
 from __future__ import annotations
@@ -13,34 +14,67 @@ import math
 
 import torch
 
-from xcbench.registry import OPTIMIZERS
+from xcbench.registry import OPTIMIZERS, SCHEDULES
+from xcbench.selection import improves, worst
 
 OPTIMIZERS.register("adam")(torch.optim.Adam)
 OPTIMIZERS.register("sgd")(torch.optim.SGD)
 OPTIMIZERS.register("adagrad")(torch.optim.Adagrad)
 
-SCHEDULES = {
-    "constant": lambda epoch, epochs: 1.0,
-    "cosine": lambda epoch, epochs: 0.5 * (1.0 + math.cos(math.pi * epoch / max(1, epochs))),
-}
 
 
-def schedule(name: str):
-    if name not in SCHEDULES:
-        raise KeyError(f"unknown lr schedule {name!r}; known: {', '.join(sorted(SCHEDULES))}")
-    return SCHEDULES[name]
+class Schedule:
+    """lr of an epoch from the base lr; `observe` sees each epoch's validation metrics and may stop
+    the run. A schedule's settings sit under a train-config key of its own name (`plateau: {...}`)."""
+
+    def __init__(self, lr: float) -> None:
+        self.base = lr
+
+    def lr_at(self, epoch: int, epochs: int) -> float:
+        return self.base
+
+    def observe(self, evals: dict) -> bool:
+        return False
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, st: dict) -> None:
+        pass
 
 
-class Plateau:
+@SCHEDULES.register("constant")
+class Constant(Schedule):
+    pass
+
+
+@SCHEDULES.register("cosine")
+class Cosine(Schedule):
+    def lr_at(self, epoch, epochs):
+        return self.base * (0.5 * (1.0 + math.cos(math.pi * epoch / max(1, epochs))))
+
+
+@SCHEDULES.register("plateau")
+class Plateau(Schedule):
     def __init__(self, lr: float, metric: str = "P@3", factor: float = 0.5, patience: int = 2,
-                 min_lr: float = 1e-4, stop_patience: int = 4, min_delta: float = 1e-3) -> None:
+                 min_lr: float = 1e-4, stop_patience: int = 4, min_delta: float = 1e-3, mode: str = "max") -> None:
+        super().__init__(lr)
         self.metric, self.factor, self.patience, self.min_lr = metric, factor, patience, min_lr
-        self.stop_patience, self.min_delta = stop_patience, min_delta
-        self.lr, self.best, self.bad, self.bad_lr = lr, -math.inf, 0, 0
+        self.stop_patience, self.min_delta, self.mode = stop_patience, min_delta, mode
+        self.lr, self.best, self.bad, self.bad_lr = lr, worst(mode), 0, 0
+
+    def lr_at(self, epoch, epochs):
+        return self.lr
+
+    def observe(self, evals: dict) -> bool:
+        key = f"val_{self.metric}"
+        if key not in evals:
+            raise KeyError(f"plateau.metric {self.metric!r}: no {key!r} among {sorted(evals)}")
+        return self.update(float(evals[key]))
 
     def update(self, value: float) -> bool:
-        """Record this epoch's metric (higher is better); returns True when training should stop."""
-        if value > self.best + self.min_delta:
+        """Record this epoch's metric; returns True when training should stop."""
+        if improves(value, self.best, self.mode, self.min_delta):
             self.best, self.bad, self.bad_lr = value, 0, 0
             return False
         self.bad, self.bad_lr = self.bad + 1, self.bad_lr + 1

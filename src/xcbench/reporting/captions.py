@@ -1,10 +1,19 @@
-"""Caption and footer text for every table and figure: title, scale, data substitutions, seeds."""
+"""Caption and footer text for every table and figure: title, scale, data substitutions, seeds, and
+the setup of the runs shown, every number read from the runs' resolved configuration
+(`train.method_config`: experiment, per-dataset and per-method settings merged), never restated by
+hand. A setting shared by every run is stated once; one that differs is stated per group of runs
+("Delicious: ...", "Dense + intermediate: ..."). Fixed features are stated only for datasets whose
+raw samples are not feature vectors (FEATURE_FORMATS): dense datasets (synthetic faces) use their
+own vectors. Free-text `notes:` explain; they should not restate settings.
+"""
 
 from __future__ import annotations
 
 import xcbench.tasks  # noqa: F401  (registers the tasks)
 from xcbench.registry import TASKS
-from xcbench.reporting.labels import pretty
+from xcbench.reporting.labels import method_label, pretty
+
+FEATURE_FORMATS = {"xc_bow"}  # raw formats whose samples go through the experiment's feature extractor
 
 
 def substitutions(exp: dict, catalogue: dict) -> list[str]:
@@ -17,26 +26,67 @@ def substitutions(exp: dict, catalogue: dict) -> list[str]:
     return notes
 
 
-def setup(exp: dict) -> str:
-    """One sentence on features, encoder and optimisation, read from the resolved experiment."""
-    parts = []
-    if exp.get("features"):
-        f = exp["features"]
-        parts.append(f"{f['extractor']} features (d = {f.get('dim', 512)})")
-    enc = dict(exp.get("model", {}).get("encoder", {"name": "identity"}))
+def _features(exp: dict, dataset: str, catalogue: dict) -> str:
+    f = exp.get("features")
+    if not f or catalogue.get(dataset, {}).get("format", "xc_bow") not in FEATURE_FORMATS:
+        return ""
+    return f"{f['extractor']} features (d = {f.get('dim', 512)})"
+
+
+def _encoder(model_cfg: dict) -> str:
+    enc = dict(model_cfg.get("encoder", {"name": "identity"}))
     name = enc.pop("name")
-    if name != "identity" or enc:
-        parts.append(f"encoder {name}" + (f" ({', '.join(f'{k} {v}' for k, v in enc.items())})" if enc else ""))
-    probe = exp.get("task") in TASKS.names() and getattr(TASKS.get(exp["task"]), "probe", False)
-    t = {} if probe else exp.get("train", {})  # a probe (tasks/probes.py) trains nothing
-    if t:
-        parts.append(f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {t.get('schedule', 'constant')} schedule, "
-                     f"{t.get('epochs')} epochs, batch {t.get('batch_size')}")
+    if name == "identity" and not enc:
+        return "no encoder (linear in the features)"
+    tie = ", input and class embeddings tied" if model_cfg.get("tie_embeddings") else ""
+    return f"encoder {name}" + (f" ({', '.join(f'{k} {v}' for k, v in enc.items())}{tie})" if enc or tie else "")
+
+
+def _train(t: dict) -> str:
+    s = (f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {t.get('schedule', 'constant')} schedule, "
+         f"{t.get('epochs')} epochs, batch {t.get('batch_size')}")
+    if t.get("select"):
+        sel = t["select"]
+        s += (f", test at the best epoch by validation {sel['metric']} ({sel.get('mode', 'max')}"
+              + (f", patience {sel['patience']}" if sel.get("patience") else "") + ")")
+    return s
+
+
+def _grouped(values: dict[tuple[str, str], str], exp: dict) -> str:
+    """One setting over runs (dataset, method): once if shared, else per dataset or per method."""
+    distinct = list(dict.fromkeys(v for v in values.values() if v))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else ""
+    for axis in (0, 1):
+        by = {}
+        for k, v in values.items():
+            by.setdefault(k[axis], set()).add(v)
+        if all(len(s) == 1 for s in by.values()):
+            name = pretty if axis == 0 else (lambda m: method_label(exp, m))
+            groups: dict[str, list[str]] = {}
+            for key, s in by.items():
+                groups.setdefault(next(iter(s)), []).append(name(key))
+            return "; ".join(f"{', '.join(keys)}: {v}" for v, keys in groups.items() if v)
+    return "; ".join(f"{pretty(d)} / {method_label(exp, m)}: {v}" for (d, m), v in values.items() if v)
+
+
+def setup(exp: dict, catalogue: dict | None = None) -> str:
+    """The setup of every run of the experiment, from the runs' merged configurations."""
+    from xcbench.train import method_config
+
+    catalogue = catalogue or {}
+    trains = TASKS.get(exp["task"]["name"]).trains
+    runs = [(d, m) for d in exp["datasets"] for m in exp["methods"]]
+    cfg = {r: method_config(exp, *r) for r in runs}
+    parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
+             _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
+             _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else ""]
+    parts = [p for p in parts if p and p != "no encoder (linear in the features)"]
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
 
 
 def footer(exp: dict, catalogue: dict) -> str:
-    parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp)]
+    parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue)]
     subs = substitutions(exp, catalogue)
     if subs:
         parts.append("Substitutions: " + "; ".join(subs) + ".")

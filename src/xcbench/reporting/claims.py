@@ -14,7 +14,7 @@ from pathlib import Path
 from xcbench.config import load_experiment, resolve_experiment, validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting.collect import aggregate, collect
-from xcbench.reporting.labels import pretty
+from xcbench.reporting.labels import method_label, pretty
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -29,7 +29,7 @@ def _side(side: dict, recs: list[dict], dataset: str) -> float | None:
 def _describe(side: dict, exp: dict) -> str:
     if "value" in side:
         return str(side["value"])
-    label = (exp["methods"].get(side["method"]) or {}).get("label") or pretty(side["method"])
+    label = method_label(exp, side["method"]) if side["method"] in exp["methods"] else side["method"]
     return f"{label} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 

@@ -13,7 +13,7 @@ from xcbench.registry import RENDERERS
 from xcbench.reporting import style
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import collect
-from xcbench.reporting.labels import pretty
+from xcbench.reporting.labels import method_label, pretty
 
 
 MARKERS = ("o", "s", "^", "D", "v", "x", "*", "P")
@@ -37,7 +37,7 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             n = min(len(c[key]) for c in runs)
             Y = np.asarray([[np.nan if v is None else v for v in c[key][:n]] for c in runs], float)  # (seeds, T)
             x = np.asarray(runs[0].get("epoch", range(1, n + 1))[:n], float)
-            (line,) = ax.plot(x, Y.mean(0), label=exp["methods"][meth].get("label") or pretty(meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
+            (line,) = ax.plot(x, Y.mean(0), label=method_label(exp, meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
                               linestyle=LINESTYLES[j % len(LINESTYLES)])
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)

@@ -1,25 +1,8 @@
-"""Pretty names for registry keys, datasets and metrics: the only place they live."""
+"""Display names. One rule: a run (a method of an experiment) is shown by its `label:` in the
+experiment file that defines it, else by its key (`method_label`); datasets and metric keys by the
+tables below (`pretty`), else by their key. Registry keys have no display names of their own."""
 
 from __future__ import annotations
-
-METHODS = {
-    "full_softmax": "Full softmax",
-    "sq_hinge": "OvA squared hinge",
-    "bce": "OvA BCE",
-    "scent": "SCENT",
-    "sox": "SOX",
-    "sgd": "SGD (dual)",
-    "bsgd": "BSGD",
-    "sampled_softmax": "Sampled softmax",
-    "dense": "Dense",
-    "unstructured": "Unstructured-32",
-    "uniform": "Uniform-32",
-    "dense_int": "Dense + intermediate",
-    "unstructured_int": "Unstructured-32 + intermediate",
-    "uniform_int": "Uniform-32 + intermediate",
-    "uniform_int_bce": "Uniform-32 + intermediate, BCE",
-    "dense_int_bce": "Dense + intermediate, BCE",
-}
 
 DATASETS = {
     "bibtex": "Bibtex",
@@ -56,7 +39,12 @@ METRICS: dict[str, str] = {
 
 
 def pretty(key: str, table: dict[str, str] | None = None) -> str:
-    for t in ([table] if table else [METHODS, DATASETS, METRICS]):
+    for t in ([table] if table else [DATASETS, METRICS]):
         if key in t:
             return t[key]
     return key
+
+
+def method_label(exp: dict, method: str) -> str:
+    """A run's display name: its `label:` in the experiment file, else its key."""
+    return (exp["methods"].get(method) or {}).get("label") or method

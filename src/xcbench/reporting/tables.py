@@ -12,7 +12,7 @@ from xcbench.io import write_text
 from xcbench.registry import RENDERERS
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import aggregate, collect
-from xcbench.reporting.labels import pretty
+from xcbench.reporting.labels import method_label, pretty
 
 
 def _md_rows(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -125,7 +125,7 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     header = ["Method"] + [f"{pretty(d)} {m['label']}" for d in exp["datasets"] for m in specs]
     rows, long = [], []
     for meth in exp["methods"]:
-        row = [exp["methods"][meth].get("label") or pretty(meth)]
+        row = [method_label(exp, meth)]
         for d in exp["datasets"]:
             for m in specs:
                 if m.get("text"):
@@ -141,7 +141,7 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     rows += inline
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     if rel:
-        foot = f"Values relative to {pretty(rel)} on the same dataset (1.00 = equal). " + foot
+        foot = f"Values relative to {method_label(exp, rel)} on the same dataset (1.00 = equal). " + foot
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot, published))
     write_text(f"{out}.tex", to_latex(header, rows, caption, foot, published))
     write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))

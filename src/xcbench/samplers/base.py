@@ -3,7 +3,14 @@
 Convention shared by every sampler and the sampled-softmax head:
 - m negatives are drawn i.i.d. *with replacement* from q(. | h);
 - `log_prob` is the exact, normalised log q of this proposal (tests compare it with brute force);
-- the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target).
+- the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target);
+- `log_q` is a constant to the head: it is detached there, so no gradient of the sampled-softmax
+  loss reaches a proposal's parameters (or h, or the class embeddings) through log q;
+- a trainable proposal (learnable MIDX codebooks) trains through its own `aux_loss(h, class_emb)`,
+  which the head adds to its loss with weight `aux_weight` and logs apart (loss_parts["aux"]);
+- `update(class_emb, gen)` rebuilds the index with an explicit generator (k-means seeds). Index
+  state lives in buffers or is rebuilt deterministically at every epoch start, so a resumed run
+  gives the same draws as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ class Sampler(nn.Module):
     def setup(self, label_counts: torch.Tensor) -> None:
         """Training-label frequencies before training (unigram proposals); default no-op."""
 
-    def update(self, class_emb: torch.Tensor) -> None:
+    def update(self, class_emb: torch.Tensor, gen: torch.Generator | None) -> None:
         """Rebuild the index from the current class embeddings (k-means, tree, hash); default no-op."""
 
     def update_rows(self, ids: torch.Tensor, new_emb: torch.Tensor) -> None:
@@ -36,3 +43,7 @@ class Sampler(nn.Module):
     def log_prob(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Exact log q(ids | h), same shape as ids."""
         raise NotImplementedError
+
+    def aux_loss(self, h: torch.Tensor, class_emb: torch.Tensor) -> torch.Tensor | None:
+        """The proposal's own training loss (a trainable proposal); None: nothing to train."""
+        return None

@@ -65,7 +65,7 @@ class KernelTree(Sampler):
     def _phi_chunked(self, z: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
         return torch.cat([self.phi(z[s:s + chunk]) for s in range(0, max(1, len(z)), chunk)])
 
-    def update(self, class_emb):
+    def update(self, class_emb, gen=None):  # deterministic: no random draw
         P = 2 ** self.depth
         self.c = F.normalize(class_emb.detach(), dim=1)                                    # (n, d)
         c = torch.zeros(P, self.c.shape[1], dtype=self.c.dtype, device=self.c.device)
@@ -94,7 +94,7 @@ class KernelTree(Sampler):
         if REBUILD_SHARE * len(ids) > self.n_classes:
             c = self.c.clone()
             c[ids] = new_c
-            self.update(c)
+            self.update(c, None)
             return
         delta = self.phi(new_c) - self.phi(self.c[ids])                                    # (r, D)
         self.c[ids] = new_c

@@ -60,7 +60,7 @@ class Exact(Sampler):
         self.tau = tau
         self.E: torch.Tensor | None = None
 
-    def update(self, class_emb):
+    def update(self, class_emb, gen):
         self.E = class_emb.detach()
 
     def _logp(self, h):

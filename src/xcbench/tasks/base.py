@@ -1,22 +1,62 @@
 """A task binds a dataset's prepared arrays to batches and to its evaluation protocol.
 
-    Task(exp, dataset entry, paths, device, seed)
+    Task(params, dataset entry, processed path, features path, device, seed)
+      PARAMS                               {name: Param(type, default, help)}: the options of
+                                           `task: {name, params}` in an experiment, checked by
+                                           `parse_params` (unknown names and wrong types are errors)
       .in_dim, .n_classes, .stats          sizes and training-set statistics for `Head.setup`
       .train_batches(batch_size, gen)      one epoch of (x, y, idx) batches, order from `gen`
+      .probe_batch()                       a fixed (x, y) batch for the heads' per-epoch metrics
       .evaluate(model, split)              {metric name: value} on "val" or "test"
       .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
+      .execute(...)                        what the DAG's train job does: train and write the result
+                                           folder (train.train_and_write); measurement tasks
+                                           (tasks/probes.py, `trains = False`) measure instead
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator, NamedTuple
 
 import torch
 
+from xcbench.config import ConfigError
+from xcbench.registry import TASKS
+
+
+class Param(NamedTuple):
+    type: type
+    default: Any
+    help: str
+
+
+def _check(name: str, p: Param, v: Any, source: str) -> Any:
+    ok = isinstance(v, p.type) and not (p.type is not bool and isinstance(v, bool))
+    if p.type is float and isinstance(v, int) and not isinstance(v, bool):
+        v, ok = float(v), True
+    if v is None and p.default is None:
+        ok = True
+    if not ok:
+        raise ConfigError(f"{source}: task param {name!r} must be {p.type.__name__}, got {v!r} ({p.help})")
+    return v
+
 
 class Task:
+    PARAMS: dict[str, Param] = {}
+    trains = True                            # False: a measurement, nothing is trained (no `train:`)
     eval_splits: tuple[str, ...] = ("val",)  # evaluated after every epoch, keys prefixed "<split>_"
     eval_at_start = False                    # also evaluate before the first epoch (curves from epoch 0)
+    probe_size = 256                         # examples in `probe_batch`
+
+    @classmethod
+    def parse_params(cls, params: dict | None, source: str = "experiment") -> dict:
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(cls.PARAMS))
+        if unknown:
+            known = "; ".join(f"{k} ({p.type.__name__}, default {p.default!r}): {p.help}"
+                              for k, p in sorted(cls.PARAMS.items())) or "none"
+            raise ConfigError(f"{source}: task {cls.registry_name!r} has no params {unknown}; its params: {known}")
+        return {k: _check(k, p, params.get(k, p.default), source) for k, p in cls.PARAMS.items()}
 
     def train_batches(self, batch_size: int, gen: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
         raise NotImplementedError
@@ -24,8 +64,27 @@ class Task:
     def n_train_batches(self, batch_size: int) -> int:
         raise NotImplementedError
 
+    def probe_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first `probe_size` training examples in a fixed order (the same every epoch)."""
+        gen = torch.Generator().manual_seed(0)
+        x, y, _ = next(iter(self.train_batches(self.probe_size, gen)))
+        return x, y
+
     def evaluate(self, model: torch.nn.Module, split: str) -> dict[str, float]:
         raise NotImplementedError
+
+    def execute(self, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device,
+                interrupt_after: int | None = None) -> dict:
+        from xcbench.train import train_and_write
+
+        return train_and_write(exp, self, dataset, method, seed, out_dir, device, interrupt_after)
+
+
+def make_task(exp: dict, entry: dict, processed: str, features: str | None, device: torch.device, seed: int,
+              source: str = "experiment") -> Task:
+    """The experiment's task (`exp["task"] = {name, params}`) with its params checked."""
+    cls = TASKS.get(exp["task"]["name"])
+    return cls(cls.parse_params(exp["task"].get("params"), source), entry, processed, features, device, seed)
 
 
 def shuffled_batches(n: int, batch_size: int, gen: torch.Generator, drop_last: bool = False):

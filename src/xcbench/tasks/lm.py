@@ -1,5 +1,6 @@
 """Word-level language modelling (PTB, WikiText-2): next-token prediction over the vocabulary.
 
+Params (`task: {name: lm, params: {...}}`): bptt, train_tokens, eval_tokens, eval_streams (PARAMS).
 Training: the training text (optionally its first `train_tokens` tokens, the quick scale's subset)
 is cut into non-overlapping windows of `bptt` tokens, x = w[s : s+T], y = w[s+1 : s+T+1]; each epoch
 visits the windows in an order drawn from the explicit generator, each window starting from a zero
@@ -20,24 +21,29 @@ import torch
 from xcbench import metrics as M
 from xcbench.data.datasets import load_npz
 from xcbench.registry import TASKS
-from xcbench.tasks.base import Task, shuffled_batches
+from xcbench.tasks.base import Param, Task, shuffled_batches
 
 
 @TASKS.register("lm")
 class LMTask(Task):
+    PARAMS = {"bptt": Param(int, 35, "tokens per training window / evaluation chunk"),
+              "train_tokens": Param(int, None, "use only the first N training tokens (None: all)"),
+              "eval_tokens": Param(int, None, "evaluate on the first N tokens of valid/test (None: all)"),
+              "eval_streams": Param(int, 10, "parallel streams in evaluation")}
     eval_splits = ("val",)
     eval_at_start = True
+    probe_size = 32
 
-    def __init__(self, exp: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+    def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
                  seed: int) -> None:
         arrays, meta = load_npz(processed)
         self.device = device
-        self.T = int(exp.get("bptt", 35))
-        self.streams = int(exp.get("eval_streams", 10))
+        self.T = params["bptt"]
+        self.streams = params["eval_streams"]
         cap = lambda a, n: a[:n] if n else a  # noqa: E731
-        self.tokens = {"train": torch.from_numpy(cap(arrays["train_tokens"], exp.get("train_tokens"))),
-                       "val": torch.from_numpy(cap(arrays["valid_tokens"], exp.get("eval_tokens"))),
-                       "test": torch.from_numpy(cap(arrays["test_tokens"], exp.get("eval_tokens")))}
+        self.tokens = {"train": torch.from_numpy(cap(arrays["train_tokens"], params["train_tokens"])),
+                       "val": torch.from_numpy(cap(arrays["valid_tokens"], params["eval_tokens"])),
+                       "test": torch.from_numpy(cap(arrays["test_tokens"], params["eval_tokens"]))}
         self.n_classes = int(meta["n_classes"])
         self.in_dim = self.n_classes
         n_win = (len(self.tokens["train"]) - 1) // self.T
@@ -67,7 +73,7 @@ class LMTask(Task):
         nll, state = 0.0, None
         for s in range(0, L, self.T):
             x, y = x_all[:, s:s + self.T].to(self.device), y_all[:, s:s + self.T].to(self.device)
-            h, state = model.encoder(x, state, return_state=True)                               # (S*t, d)
-            o = model.head.scores(h).double()                                                   # (S*t, n)
+            o, state = model.scores_with_state(x, state)                                        # (S*t, n)
+            o = o.double()
             nll += (torch.logsumexp(o, 1) - o.gather(1, y.reshape(-1, 1)).squeeze(1)).sum().item()
         return {"ppl": M.perplexity(nll, L * self.streams), "nll": nll / (L * self.streams)}

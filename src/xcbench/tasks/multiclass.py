@@ -21,7 +21,7 @@ import torch
 from xcbench.data.datasets import load_npz, split_rows
 from xcbench.registry import TASKS
 from xcbench.seed import numpy_generator
-from xcbench.tasks.base import Task, shuffled_batches
+from xcbench.tasks.base import Param, Task, shuffled_batches
 
 
 def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,14 +35,17 @@ def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generato
 
 @TASKS.register("multiclass")
 class MultiClassTask(Task):
+    PARAMS = {"val_frac": Param(float, 0.1, "validation share of the training rows (multi-label sources)"),
+              "split_seed": Param(int, 0, "seed of the validation split and of the label picked per row"),
+              "eval_train_size": Param(int, 10000, "size of the fixed training subset evaluated per epoch")}
     eval_splits = ("train", "val")
     eval_at_start = True
 
-    def __init__(self, exp: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+    def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
                  seed: int) -> None:
         arrays, meta = load_npz(processed)
         self.device = device
-        split_seed = exp.get("split_seed", 0)
+        split_seed = params["split_seed"]
         if "train_x" in arrays:
             self.x = {s: torch.from_numpy(arrays[f"{s}_x"]).float() for s in ("train", "val", "test")}
             self.y = {s: torch.from_numpy(arrays[f"{s}_y"]).long() for s in ("train", "val", "test")}
@@ -50,7 +53,7 @@ class MultiClassTask(Task):
             how = "validation samples held out per class by the generator"
         else:
             feats = torch.load(features, weights_only=True)
-            tr, va = split_rows(arrays["train_Y"].shape[0], exp.get("val_frac", 0.1), split_seed,
+            tr, va = split_rows(arrays["train_Y"].shape[0], params["val_frac"], split_seed,
                                 f"{entry['name']}/val-split")
             self.x, self.y = {}, {}
             rng = numpy_generator(split_seed, f"{entry['name']}/pick-one-label")
@@ -63,7 +66,7 @@ class MultiClassTask(Task):
         scale = (self.x["train"].shape[1] / self.x["train"].square().sum(1).mean().clamp(min=1e-12)).sqrt()
         self.x = {s: v * scale for s, v in self.x.items()}
         n = len(self.y["train"])
-        k = min(n, int(exp.get("eval_train_size", 10000)))
+        k = min(n, params["eval_train_size"])
         self.eval_train = torch.from_numpy(np.sort(numpy_generator(split_seed, "eval-train").permutation(n)[:k]))
         self.in_dim = self.x["train"].shape[1]
         self.stats = {"label_counts": torch.bincount(self.y["train"], minlength=self.n_classes), "n_train": n}
@@ -73,6 +76,10 @@ class MultiClassTask(Task):
 
     def n_train_batches(self, batch_size: int) -> int:
         return len(self.y["train"]) // batch_size
+
+    def probe_batch(self):
+        P = min(self.probe_size, len(self.y["train"]))
+        return self.x["train"][:P].to(self.device), self.y["train"][:P].to(self.device)
 
     def train_batches(self, batch_size, gen):
         # drop_last: the in-batch estimators average over the B - 1 other examples

@@ -1,11 +1,12 @@
 """Measurements that train nothing (RF-softmax Tables 1 and 2), run as DAG jobs like training runs.
 
-A probe task has `probe = True` and `measure(spec, seed) -> {metric: value}`; `train.run` writes its
-result folder (metrics.json, history.csv, config.resolved.yaml) exactly like a training run's, so
-tables render from cached results in the same way.
+A probe is a task kind of its own (`trains = False`, no `train:` in its experiment): its `execute`
+calls `measure(spec, seed) -> {metric: value}` and writes the result folder (metrics.json,
+history.csv, config.resolved.yaml) like a training run's, so tables render from cached results in
+the same way.
 
 `kernel_mse` (Table 1): `pairs` random pairs (h, c) of distinct rows of the dataset (L2-normalised),
-target K = exp(tau h.c); the method's `head` names the estimator:
+target K = exp(tau h.c); the method's `head` names the estimator (ESTIMATORS registry):
   rff               e^tau phi(h).phi(c) with the RFF map of the Gaussian kernel at nu = tau (eq. 16-18)
   random_maclaurin  phi(h).phi(c) with Random Maclaurin features of exp(tau x.y)
   quadratic_fit     alpha (h.c)^2 + beta with (alpha, beta) fitted by least squares on the same pairs
@@ -24,12 +25,14 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from xcbench.data.datasets import load_npz
-from xcbench.registry import HEADS, SAMPLERS, TASKS
+from xcbench.registry import ESTIMATORS, HEADS, SAMPLERS, TASKS
 from xcbench.seed import torch_generator
+from xcbench.tasks.base import Param, Task
 
 
 def _unit_rows(processed: str) -> torch.Tensor:
@@ -42,48 +45,65 @@ def _pair_dot(phi, h: torch.Tensor, c: torch.Tensor, chunk: int = 256) -> torch.
     return torch.cat([(phi(h[s:s + chunk]) * phi(c[s:s + chunk])).sum(1) for s in range(0, len(h), chunk)])
 
 
-def _rff(h, c, tau, D, seed=0):
+@ESTIMATORS.register("rff")
+def rff(h, c, tau, D, seed=0):
     s = SAMPLERS.get("rff")(1, D=D, nu=tau, seed=seed)
     return math.exp(tau) * _pair_dot(s.phi, h, c)
 
 
-def _random_maclaurin(h, c, tau, D, seed=0):
+@ESTIMATORS.register("random_maclaurin")
+def random_maclaurin(h, c, tau, D, seed=0):
     return _pair_dot(SAMPLERS.get("random_maclaurin")(1, D=D, tau=tau, seed=seed).phi, h, c)
 
 
-def _quadratic_fit(h, c, tau, D=None):
+@ESTIMATORS.register("quadratic_fit")
+def quadratic_fit(h, c, tau, D=None):
     x = (h * c).sum(1)
     A = torch.stack([x.square(), torch.ones_like(x)], 1)                                    # (P, 2)
     coef = torch.linalg.lstsq(A, torch.exp(tau * x).unsqueeze(1)).solution
     return (A @ coef).squeeze(1)
 
 
-ESTIMATORS = {"rff": _rff, "random_maclaurin": _random_maclaurin, "quadratic_fit": _quadratic_fit}
-
-
-class Probe:
-    probe = True
+class Probe(Task):
+    trains = False
     eval_splits: tuple[str, ...] = ()
 
-    def __init__(self, exp: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+    def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
                  seed: int) -> None:
-        self.exp, self.device = exp, device
+        self.params, self.device = params, device
         self.X = _unit_rows(processed)
         self.n_classes, self.in_dim = self.X.shape
         self.info = {"n_vectors": self.n_classes, "dim": self.in_dim}
 
+    def measure(self, spec: dict, seed: int) -> dict:
+        raise NotImplementedError
+
+    def execute(self, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device,
+                interrupt_after: int | None = None) -> dict:
+        from xcbench.train import run_record, history_csv
+        from xcbench.io import write_json, write_text
+
+        t0 = time.perf_counter()
+        values = self.measure(exp["methods"][method], seed)
+        metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0,
+                   **run_record(exp, dataset, method, seed, device)}
+        write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
+        write_json(Path(out_dir) / "metrics.json", metrics)
+        return metrics
+
 
 @TASKS.register("kernel_mse")
 class KernelMSE(Probe):
+    PARAMS = {"tau": Param(float, 1.0, "the kernel exp(tau h.c)"),
+              "pairs": Param(int, 1000, "random (h, c) pairs")}
+
     def measure(self, spec: dict, seed: int) -> dict:
-        if spec["head"] not in ESTIMATORS:
-            raise KeyError(f"kernel_mse: unknown estimator {spec['head']!r}; known: {', '.join(ESTIMATORS)}")
-        tau, P = float(self.exp.get("tau", 1.0)), int(self.exp.get("pairs", 1000))
+        tau, P = self.params["tau"], self.params["pairs"]
         g = torch_generator(seed, "kernel-pairs")
         i = torch.randint(0, self.n_classes, (P,), generator=g)
         j = (i + torch.randint(1, self.n_classes, (P,), generator=g)) % self.n_classes      # j != i
         h, c = self.X[i], self.X[j]
-        est = ESTIMATORS[spec["head"]](h, c, tau, **spec.get("params", {}))
+        est = ESTIMATORS.get(spec["head"])(h, c, tau, **spec.get("params", {}))
         target = torch.exp(tau * (h * c).sum(1))
         return {"mse": (est - target).square().mean().item(), "target_mean": target.mean().item(),
                 "D": float(spec.get("params", {}).get("D", self.in_dim ** 2)), "pairs": float(P), "tau": tau}
@@ -91,16 +111,21 @@ class KernelMSE(Probe):
 
 @TASKS.register("loss_timing")
 class LossTiming(Probe):
+    PARAMS = {"batch": Param(int, 10, "queries per loss"),
+              "repeats": Param(int, 50, "timed calls (median reported)"),
+              "warmup": Param(int, 3, "untimed calls first"),
+              "max_tree_gib": Param(float, 8.0, "skip kernel trees larger than this")}
+
     def measure(self, spec: dict, seed: int) -> dict:
         params = dict(spec.get("params", {}))
-        B, R = int(self.exp.get("batch", 10)), int(self.exp.get("repeats", 50))
+        B, R = self.params["batch"], self.params["repeats"]
         n, d = self.n_classes, self.in_dim
         sampler_cls = SAMPLERS.get(params.get("sampler", "uniform"))
         if hasattr(sampler_cls, "phi"):  # kernel tree: 2^(depth+1) nodes of D floats
             probe = sampler_cls(1, **params.get("sampler_params", {}))
             D = probe.phi(torch.zeros(1, d)).shape[1]
             gib = 2 ** math.ceil(math.log2(max(2, n))) * D * 4 / 2 ** 30                 # left children
-            if gib > float(self.exp.get("max_tree_gib", 8.0)):
+            if gib > self.params["max_tree_gib"]:
                 return {"skipped_tree_gib": gib}
         head = HEADS.get(spec["head"])(d, n, torch_generator(seed, "init"), **params).to(self.device)
         with torch.no_grad():
@@ -108,7 +133,7 @@ class LossTiming(Probe):
         head.setup({"label_counts": torch.ones(n, dtype=torch.long, device=self.device), "n_train": n})
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         t0 = time.perf_counter()
-        head.on_epoch_start(0)
+        head.on_epoch_start(0, torch_generator(seed, "index", self.device))
         sync()
         build = time.perf_counter() - t0
         g = torch_generator(seed, "timing", self.device)
@@ -116,7 +141,7 @@ class LossTiming(Probe):
         y = torch.randint(0, n, (B,), generator=g, device=self.device)
         times = []
         with torch.no_grad():
-            for r in range(int(self.exp.get("warmup", 3)) + R):
+            for r in range(self.params["warmup"] + R):
                 sync()
                 t0 = time.perf_counter()
                 head.loss(h, y, None, g)

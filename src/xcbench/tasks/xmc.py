@@ -14,20 +14,22 @@ import torch
 from xcbench import metrics as M
 from xcbench.data.datasets import load_npz, pad_labels, split_rows
 from xcbench.registry import TASKS
-from xcbench.tasks.base import Task, shuffled_batches
+from xcbench.tasks.base import Param, Task, shuffled_batches
 
 KS = (1, 3, 5)
 
 
 @TASKS.register("xmc")
 class XMCTask(Task):
+    PARAMS = {"val_frac": Param(float, 0.1, "share of the training rows held out for validation"),
+              "split_seed": Param(int, 0, "seed of the validation split")}
 
-    def __init__(self, exp: dict, entry: dict, processed: str, features: str, device: torch.device,
+    def __init__(self, params: dict, entry: dict, processed: str, features: str, device: torch.device,
                  seed: int) -> None:
         arrays, meta = load_npz(processed)
         feats = torch.load(features, weights_only=True)
         self.device = device
-        val_frac, split_seed = exp.get("val_frac", 0.1), exp.get("split_seed", 0)
+        val_frac, split_seed = params["val_frac"], params["split_seed"]
         tr, va = split_rows(arrays["train_Y"].shape[0], val_frac, split_seed, f"{entry['name']}/val-split")
         Ytr, Yte = arrays["train_Y"], arrays["test_Y"]
         self.x = {"train": feats["train"][tr], "val": feats["train"][va], "test": feats["test"]}

@@ -1,0 +1,30 @@
+"""The encoder interface h = f(x) (DESIGN.md section 3), trained jointly with the head.
+
+    out_dim                        width d of h
+    forward(x) -> h                (N, d) one row per query; a stateful encoder (recurrent LM)
+    forward(x, state) -> (h, state)    takes and returns its recurrent state (detached)
+    embed(x) -> (B, d)             the representation used for evaluation: verification pairs,
+                                   retrieval; for a sequence, the state at its last position
+    input_embedding() -> nn.Embedding | None   the token/item table of a sequence encoder, which a
+                                   model may tie to the head's class embeddings (`tie_embeddings`)
+`stateful` is a class attribute (capability), so the loop and the tasks never ask for a name.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    stateful = False
+    out_dim: int
+
+    def forward(self, x: torch.Tensor, state=None):
+        raise NotImplementedError
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return self(x)[0] if self.stateful else self(x)
+
+    def input_embedding(self) -> nn.Embedding | None:
+        return None
