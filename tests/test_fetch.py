@@ -64,6 +64,19 @@ def test_wrong_sha256_is_refused_and_nothing_left(tmp_path):
     assert _leftovers(out) == []
 
 
+def test_corrupt_first_mirror_falls_back_to_a_good_one_with_a_warning(tmp_path, capsys):
+    for name, content in (("bad", b"tampered"), ("good", b"original")):
+        (tmp_path / name / "ds").mkdir(parents=True)
+        (tmp_path / name / "ds" / "a.txt").write_bytes(content)
+    out = tmp_path / "raw"
+    man = fetch_dataset(_entry("ds", [{"name": "a.txt", "sha256": _sha(b"original")}]), out,
+                        [tmp_path / "bad", tmp_path / "good"])
+    assert (out / "a.txt").read_bytes() == b"original" and man["files"]["a.txt"]["source"].startswith(str(tmp_path / "good"))
+    err = capsys.readouterr().err
+    assert "warning" in err and str(tmp_path / "bad" / "ds" / "a.txt") in err and "sha256 mismatch" in err
+    assert _leftovers(out) == []
+
+
 def test_missing_dataset_no_mirror_no_network(tmp_path):
     out = tmp_path / "raw"
     with pytest.raises(FetchError) as e:

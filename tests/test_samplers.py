@@ -24,6 +24,50 @@ def _h(B=3):
     return torch.randn(B, D, generator=torch.Generator().manual_seed(1))
 
 
+# Brute-force q(c | h) of every registered sampler, as a function of the queries h (B, d), the class
+# embeddings E (n, d) and the training label counts N (n,): (B, n). A new sampler needs its entry.
+def _kernel_probs(s, h, E):
+    unit = torch.nn.functional.normalize
+    k = (s.phi(unit(h.double(), dim=1)) @ s.phi(unit(E.double(), dim=1)).T).clamp(min=0)     # (B, n)
+    return k / k.sum(1, keepdim=True)
+
+
+REFERENCES = {
+    "uniform": (lambda s, h, E, N: torch.full((h.shape[0], len(N)), 1.0 / len(N), dtype=torch.float64), {}),
+    "unigram": (lambda s, h, E, N: ((N + 1.0) / (N + 1.0).sum()).double().expand(h.shape[0], -1), {}),
+    "exact": (lambda s, h, E, N: torch.softmax(s.tau * h.double() @ E.double().T, 1), {"tau": 1.5}),
+    "quadratic": (lambda s, h, E, N: _kernel_probs(s, h, E), {"alpha": 3.0}),
+    # small bandwidth / degree weights: every kernel estimate positive, where the tree equals brute force
+    "rff": (lambda s, h, E, N: _kernel_probs(s, h, E), {"D": 4096, "nu": 0.5}),
+    "random_maclaurin": (lambda s, h, E, N: _kernel_probs(s, h, E), {"D": 4096, "tau": 0.3}),
+}
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_log_prob_equals_brute_force_as_a_function_of_h_embeddings_and_counts(name):
+    """Two queries sets x two embedding tables x two count vectors: the exact log q must follow each
+    input (a sampler that ignores h, E or the counts fails on one of the pairs)."""
+    assert name in REFERENCES, f"add a brute-force reference for sampler {name!r} to tests/test_samplers.py"
+    ref, kw = REFERENCES[name]
+    g = torch.Generator().manual_seed(7)
+    hs = [torch.randn(3, D, generator=g) * 2 for _ in range(2)]
+    Es = [torch.randn(N, D, generator=g) for _ in range(2)]
+    Ns = [torch.randint(0, 50, (N,), generator=g) for _ in range(2)]
+    seen = []
+    for E in Es:
+        for counts in Ns:
+            s = SAMPLERS.get(name)(N, **kw)
+            s.setup(counts)
+            s.update(E, g)
+            for h in hs:
+                want = ref(s, h, E, counts)
+                got = s.log_prob(h, torch.arange(N).expand(h.shape[0], -1)).double().exp()
+                assert torch.allclose(got, want, atol=1e-4), f"{name}: log_prob differs from brute force"
+                seen.append(want)
+    # the references themselves depend on what the sampler must use: at least two distinct distributions
+    assert any(not torch.allclose(seen[0], w) for w in seen[1:]) or name == "uniform"
+
+
 @pytest.mark.parametrize("name", SAMPLERS.names())
 def test_log_prob_is_a_normalised_distribution(name):
     s, h = _sampler(name), _h()

@@ -48,3 +48,14 @@ def test_faces_verification_identities_disjoint(tmp_path, catalogue):
         S = xn @ xn.T
         same = y[:, None] == y[None, :]
         assert S[same].mean() > S[~same].mean() + 0.1
+        # verification identities are new: a verification sample is closer to the mean of the other
+        # samples of its own identity than to the mean of any training identity
+        unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)  # noqa: E731
+        train_means = unit(np.stack([x[y == c].mean(0) for c in np.unique(y)]))
+        xv, yv = z["verif_x"], z["verif_y"]
+        gaps = []
+        for i in range(len(yv)):
+            others = (yv == yv[i]) & (np.arange(len(yv)) != i)
+            own = unit(xv[others].mean(0)) @ unit(xv[i])
+            gaps.append(own - (train_means @ unit(xv[i])).max())
+        assert np.median(gaps) > 0.05

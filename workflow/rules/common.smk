@@ -37,7 +37,7 @@ def artifacts_of(paper):
 
 
 EXPS = {(p, a): experiment(p, a) for p in config["papers"] for a in artifacts_of(p)}
-KIND_EXT = {"table": ["md", "csv", "tex"], "figure": ["png", "pdf"]}
+KIND_EXT = {"table": ["md", "csv", "tex", "html"], "figure": ["png", "pdf", "html"]}
 
 
 def artifact_files(paper, artifact):
@@ -51,6 +51,17 @@ def run_metrics(paper, artifact, scale=SCALE):
     owner = exp.get("runs_of", artifact)
     return [f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{m}/seed{s}/metrics.json"
             for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
+
+
+def render_outputs(kind):
+    """The files of one artifact kind; each artifact's .html page goes into the HTML report."""
+    base = f"{FIG}/{{paper}}/{{artifact}}"
+    page = report(f"{base}.html", category="{paper}", subcategory=f"{kind}s", labels={"artifact": "{artifact}"})
+    if kind == "table":
+        return {"md": f"{base}.md", "csv": f"{base}.csv", "tex": f"{base}.tex", "html": page}
+    return {"png": report(f"{base}.png", category="{paper}", subcategory="figure images",
+                          caption="../report/figure.rst", labels={"artifact": "{artifact}"}),
+            "pdf": f"{base}.pdf", "caption": f"{base}.caption.md", "html": page}
 
 
 CATALOGUE = load_datasets()

@@ -1,52 +1,30 @@
 # Tables, figures, claims and the report, rendered from cached results only.
 
 
-rule table:
-    input:
-        runs=lambda w: run_metrics(w.paper, w.artifact),
-        experiment=lambda w: experiment_file(w.paper, w.artifact),
-    output:
-        md=f"{FIG}/{{paper}}/{{artifact}}.md",
-        csv=f"{FIG}/{{paper}}/{{artifact}}.csv",
-        tex=f"{FIG}/{{paper}}/{{artifact}}.tex",
-    wildcard_constraints:
-        artifact=names_of_kind("table"),
-    params:
-        py=PY,
-        scale=SCALE,
-        results=RESULTS,
-        out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
-    log:
-        "logs/render/{paper}/{artifact}.log",
-    conda:
-        ENV
-    shell:
-        "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} --results {params.results} "
-        "--out {params.out} > {log} 2>&1"
+for _kind in KIND_EXT:  # one render rule, instantiated per kind: only the output files differ
 
-
-rule figure:
-    input:
-        runs=lambda w: run_metrics(w.paper, w.artifact),
-        experiment=lambda w: experiment_file(w.paper, w.artifact),
-    output:
-        png=report(f"{FIG}/{{paper}}/{{artifact}}.png", category="{paper}", caption="../report/figure.rst"),
-        pdf=f"{FIG}/{{paper}}/{{artifact}}.pdf",
-        caption=f"{FIG}/{{paper}}/{{artifact}}.caption.md",
-    wildcard_constraints:
-        artifact=names_of_kind("figure"),
-    params:
-        py=PY,
-        scale=SCALE,
-        results=RESULTS,
-        out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
-    log:
-        "logs/render/{paper}/{artifact}.log",
-    conda:
-        ENV
-    shell:
-        "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} --results {params.results} "
-        "--out {params.out} > {log} 2>&1"
+    rule:
+        name:
+            f"render_{_kind}"
+        input:
+            runs=lambda w: run_metrics(w.paper, w.artifact),
+            experiment=lambda w: experiment_file(w.paper, w.artifact),
+        output:
+            **render_outputs(_kind),
+        wildcard_constraints:
+            artifact=names_of_kind(_kind),
+        params:
+            py=PY,
+            scale=SCALE,
+            results=RESULTS,
+            out=lambda w: f"{FIG}/{w.paper}/{w.artifact}",
+        log:
+            "logs/render/{paper}/{artifact}.log",
+        conda:
+            ENV
+        shell:
+            "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} "
+            "--results {params.results} --out {params.out} > {log} 2>&1"
 
 
 rule claims:
@@ -56,6 +34,8 @@ rule claims:
     output:
         md=f"{FIG}/{{paper}}/claims.md",
         json=f"{FIG}/{{paper}}/claims.json",
+        html=report(f"{FIG}/{{paper}}/claims.html", category="{paper}", subcategory="claims",
+                    labels={"artifact": "claims"}),
     params:
         py=PY,
         scale=SCALE,
@@ -74,7 +54,8 @@ rule report:
         claims=[f"{FIG}/{p}/claims.json" for p in config["papers"] if Path(f"config/claims/{p}.yaml").exists()],
         artifacts=[f"{FIG}/{p}/{a}.{'md' if e['render']['kind'] == 'table' else 'png'}" for (p, a), e in EXPS.items()],
     output:
-        f"{FIG}/REPORT.md",
+        md=f"{FIG}/REPORT.md",
+        html=report(f"{FIG}/REPORT.html", category="REPORT (all papers)", labels={"artifact": "REPORT"}),
     params:
         py=PY,
     log:
@@ -82,4 +63,4 @@ rule report:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output} > {log} 2>&1"
+        "{params.py} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output.md} > {log} 2>&1"

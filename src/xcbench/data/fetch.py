@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -87,12 +88,14 @@ def fetch_file(spec: dict, entry: dict, target_dir: Path, roots: list[Path]) -> 
                     _download(loc, tmp)
                 got = sha256_of(tmp)
                 if want and got != want:
-                    raise FetchError(f"sha256 mismatch for {name} from {loc}: expected {want}, got {got} "
-                                     "(a corrupt or different file; the copy was discarded)")
+                    raise FetchError(f"sha256 mismatch: expected {want}, got {got} (a corrupt or different file; "
+                                     "the copy was discarded)")
             return {"sha256": got, "source": loc, "bytes": target.stat().st_size,
                     **({} if want else {"sha256_recorded_on_first_fetch": True})}
-        except FetchError:
-            raise
+        except FetchError as e:  # a bad copy: warn, name it, and try the next source
+            print(f"warning: {entry['name']}: {kind} {loc} does not verify ({e}); trying the next source "
+                  "(replace or delete that copy)", file=sys.stderr)
+            tried.append(f"{kind} {loc}: {e}")
         except (OSError, ValueError) as e:  # URLError is an OSError
             tried.append(f"{kind} {loc}: {e}")
     sub = entry.get("mirror_dir", entry["name"])

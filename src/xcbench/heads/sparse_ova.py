@@ -38,6 +38,14 @@ class SparseOvA(Head):
         a, n = self.bwd_stats.tolist()
         return {"backprop_label_share": a / n} if n else {}
 
+    def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
+        self._epoch_stats = self.bwd_stats.clone()
+
+    def epoch_metrics(self, h, y) -> dict:
+        """Share of (example, label) pairs with a non-zero loss gradient during this epoch."""
+        a, n = (self.bwd_stats - getattr(self, "_epoch_stats", torch.zeros_like(self.bwd_stats))).tolist()
+        return {"backprop_label_share": a / n} if n else {}
+
     def after_step(self, step: int, optimizer) -> None:
         if self.rewire_interval > 0 and self.rewire_fraction > 0 and step % self.rewire_interval == 0:
             g = torch.Generator().manual_seed(int(self.rewire_seed) + step)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment, validate
 from xcbench.io import read_yaml, write_json, write_text
+from xcbench.reporting import html as H
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.labels import method_label, pretty
 
@@ -69,4 +70,5 @@ def write_claims(claims_file, experiments_dir, results, scale, out_md: str | Pat
     res = evaluate_claims(claims_file, experiments_dir, results, scale)
     write_json(Path(out_md).with_suffix(".json"), res)
     write_text(out_md, claims_markdown(res))
+    write_text(Path(out_md).with_suffix(".html"), H.page(res["title"], H.markdown(claims_markdown(res))))
     return res

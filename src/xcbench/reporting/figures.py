@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from xcbench.io import write_text
+from xcbench.reporting import html as H
 from xcbench.registry import RENDERERS
 from xcbench.reporting import style
 from xcbench.reporting.captions import footer
@@ -51,5 +52,8 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     foot = footer(exp, catalogue)
     fig.suptitle(exp.get("title", exp["artifact"]), fontsize=9)
     paths = style.save(fig, out)
-    write_text(f"{out}.caption.md", f"**{exp.get('title', exp['artifact'])}** _{foot}_\n")
-    return paths + [Path(f"{out}.caption.md")]
+    title = exp.get("title", exp["artifact"])
+    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n")
+    write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
+                                            f"<p class='foot'><i>{H.html.escape(foot)}</i></p>"))
+    return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]

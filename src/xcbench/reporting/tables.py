@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 from xcbench.io import write_text
+from xcbench.reporting import html as H
 from xcbench.registry import RENDERERS
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import aggregate, collect
@@ -26,6 +27,12 @@ def to_markdown(header: list[str], rows: list[list[str]], caption: str, foot: st
     if extra and extra[1]:
         lines += ["", *_md_rows(*extra)]
     return "\n".join(lines + ["", f"_{foot}_", ""])
+
+
+def to_html(header: list[str], rows: list[list[str]], caption: str, foot: str,
+            extra: tuple[list[str], list[list[str]]] | None = None) -> str:
+    body = H.table(header, rows, caption) + (H.table(*extra) if extra and extra[1] else "")
+    return H.page(caption, body + f"<p class='foot'><i>{H.html.escape(foot)}</i></p>")
 
 
 def _tex_escape(s: str) -> str:
@@ -145,4 +152,5 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot, published))
     write_text(f"{out}.tex", to_latex(header, rows, caption, foot, published))
     write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))
-    return [Path(f"{out}.{e}") for e in ("md", "tex", "csv")]
+    write_text(f"{out}.html", to_html(header, rows, caption, foot, published))
+    return [Path(f"{out}.{e}") for e in ("md", "tex", "csv", "html")]
