@@ -48,7 +48,7 @@ def test_metric_table_outputs(results, tmp_path, catalogue):
 def test_curves_figure(results, tmp_path, catalogue):
     exp = {**EXP, "render": {"kind": "figure", "renderer": "curves", "curves": ["val_P@1"]}}
     paths = RENDERERS.get("curves")(exp, str(results), str(tmp_path / "f"), catalogue)
-    assert {p.suffix for p in paths} == {".png", ".pdf", ".md"}
+    assert {p.suffix for p in paths} == {".png", ".pdf", ".md", ".html"}
     png1 = (tmp_path / "f.png").read_bytes()
     RENDERERS.get("curves")(exp, str(results), str(tmp_path / "f"), catalogue)
     assert (tmp_path / "f.png").read_bytes() == png1  # byte-stable rerender
@@ -78,6 +78,8 @@ def test_report_gathers_claims_and_artifacts(tmp_path):
                  tmp_path / "REPORT.md")
     rep = (tmp_path / "REPORT.md").read_text()
     assert "| p | c | d | 1 | 2 | quick | **held** |" in rep and "| a |" in rep and "![f](p/f.png)" in rep
+    page = (tmp_path / "REPORT.html").read_text()
+    assert "<td><b>held</b></td>" in page and "<th>a</th>" in page and "p/f.png is missing" in page
 
 
 def test_bad_claims_file_is_rejected(tmp_path):

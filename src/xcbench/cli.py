@@ -7,6 +7,7 @@
   render    an artifact's table or figure from cached results
   claims    a paper's claims file -> figures/<paper>/claims.md
   report    claims + artifacts -> figures/REPORT.md
+  rerender  every table, figure, claims file and REPORT of a kept results tree (reference/<scale>-<machine>)
   list      the registered names of every family
 """
 
@@ -95,6 +96,38 @@ def cmd_report(args) -> None:
     write_report(args.claims, args.artifacts, args.out)
 
 
+def cmd_rerender(args) -> None:
+    """Render again, from its cached results alone, every artifact of a results tree that has runs."""
+    from xcbench.config import ROOT
+    from xcbench.registry import RENDERERS
+    from xcbench.reporting.claims import write_claims
+    from xcbench.reporting.collect import collect
+    from xcbench.reporting.report import write_report
+
+    root = Path(args.root)
+    results, figures, catalogue = root / "results", root / "figures", load_datasets(args.datasets)
+    claims, artifacts = [], []
+    for paper_dir in sorted((ROOT / "config" / "experiments").iterdir()):
+        done = []
+        for f in sorted(paper_dir.glob("*.yaml")):
+            exp = resolve_experiment(load_experiment(f), args.scale)
+            if not collect(results, exp):
+                continue
+            out = figures / paper_dir.name / f.stem
+            for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):
+                print("wrote", p)
+            done.append(out.with_suffix(".md" if exp["render"]["kind"] == "table" else ".png"))
+        claims_file = ROOT / "config" / "claims" / f"{paper_dir.name}.yaml"
+        if done and claims_file.exists():
+            write_claims(claims_file, paper_dir, results, args.scale, figures / paper_dir.name / "claims.md")
+            claims.append(figures / paper_dir.name / "claims.json")
+        artifacts += done
+    if not artifacts:
+        raise ConfigError(f"{results}: no results of scale {args.scale!r} for any experiment")
+    write_report(claims, artifacts, figures / "REPORT.md")
+    print("wrote", figures / "REPORT.md")
+
+
 def cmd_list(args) -> None:
     from xcbench.registry import FAMILIES
 
@@ -131,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
          (["--scale"], {"default": "quick"}), (["--results"], {"default": "results"}))
     verb("report", cmd_report, O, (["--claims"], {"nargs": "*", "default": []}),
          (["--artifacts"], {"nargs": "*", "default": []}))
+    verb("rerender", cmd_rerender, (["--root"], {"required": True, "help": "folder holding results/ (e.g. reference/paper-cpu)"}),
+         (["--scale"], {"default": "paper"}))
     verb("list", cmd_list)
     return p
 

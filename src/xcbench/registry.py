@@ -91,6 +91,17 @@ _BUILTIN_MODULES = (
 _imported = False
 
 
+def import_submodules(package: str) -> None:
+    """Import every module of a package folder, so that a new file's `@FAMILY.register` runs without
+    editing the package's __init__ (adding a method = one file + one registration + one YAML line)."""
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(package)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        importlib.import_module(f"{package}.{info.name}")
+
+
 def _import_builtin_modules() -> None:
     """Import the packages whose modules register the built-in entries (once)."""
     global _imported

@@ -1,3 +1,5 @@
 """Fixed feature extractors (FEATURES) and trainable encoders (ENCODERS)."""
 
-from xcbench.features import encoders, lstm, tfidf_svd  # noqa: F401  (registers)
+from xcbench.registry import import_submodules
+
+import_submodules(__name__)  # every module in this folder registers its entries

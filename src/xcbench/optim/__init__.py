@@ -3,4 +3,6 @@
 Dual-variable rules of the SCENT family have their own registry, `optim.duals.DUALS`.
 """
 
-from xcbench.optim import duals, lazy_adam, row_sgd, weights  # noqa: F401  (registers)
+from xcbench.registry import import_submodules
+
+import_submodules(__name__)  # every module in this folder registers its entries

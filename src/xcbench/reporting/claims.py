@@ -3,7 +3,8 @@
 `config/claims/<paper>.yaml` lists claims of the form  left OP factor * right, where each side is
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
-number (as text, from the source), ours and a verdict: held / not held / not run.
+number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
+not at this scale (the claim's dataset is not among the artifact's datasets at this scale).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         for d in datasets:
             lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
             factor = float(c.get("factor", 1.0))
-            if lv is None or rv is None:
+            if d not in exp["datasets"]:  # a claim about a dataset this scale does not use
+                verdict, ours = "not at this scale", "–"
+            elif lv is None or rv is None:
                 verdict, ours = "not run", "–"
             else:
                 verdict = "held" if OPS[c["op"]](lv, factor * rv) else "not held"

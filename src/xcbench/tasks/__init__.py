@@ -1,3 +1,5 @@
 """Tasks (TASKS registry): data batches + evaluation protocol per kind of problem."""
 
-from xcbench.tasks import lm, multiclass, probes, xmc  # noqa: F401  (registers)
+from xcbench.registry import import_submodules
+
+import_submodules(__name__)  # every module in this folder registers its entries
