@@ -17,7 +17,7 @@ def _copy_workflow(dst):
     return dst
 
 
-def _snakemake(cwd, *args, timeout=300):
+def _snakemake(cwd, *args, timeout=900):
     """Run snakemake; its messages go to stdout or stderr depending on version: `.out` holds both."""
     r = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=timeout)

@@ -119,7 +119,8 @@ def cmd_rerender(args) -> None:
             done.append(out.with_suffix(".md" if exp["render"]["kind"] == "table" else ".png"))
         claims_file = ROOT / "config" / "claims" / f"{paper_dir.name}.yaml"
         if done and claims_file.exists():
-            write_claims(claims_file, paper_dir, results, args.scale, figures / paper_dir.name / "claims.md")
+            write_claims(claims_file, paper_dir, results, args.scale, figures / paper_dir.name / "claims.md",
+                         only={p.stem for p in done})
             claims.append(figures / paper_dir.name / "claims.json")
         artifacts += done
     if not artifacts:

@@ -19,7 +19,7 @@ gradient of E is a sparse row tensor touching only the rows used in the batch: a
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
 sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
 and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
-proposal's `aux_loss(h, E)` is added with weight `aux_weight`: loss = main + aux_weight * aux, and
+proposal's `aux_loss(h, E)` (E the raw class table, which the proposal may normalise) is added with weight `aux_weight`: loss = main + aux_weight * aux, and
 both parts are logged (`loss_parts`).
 """
 
@@ -126,7 +126,7 @@ class SampledSoftmax(NormalizedSoftmax):
             self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
         main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m).mean()
-        aux = self.sampler.aux_loss(h, self._unit(self.E))
+        aux = self.sampler.aux_loss(h, self.E)  # the raw table: no O(n d) normalised copy per step
         if aux is None:
             return main
         self.loss_parts = {"main": main.item(), "aux": aux.item()}

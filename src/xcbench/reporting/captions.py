@@ -52,11 +52,19 @@ def _train(t: dict) -> str:
     return s
 
 
+def _shared_params(exp: dict) -> str:
+    """Head params with one value in every method (e.g. the softmax temperature tau)."""
+    specs = [exp["methods"][m].get("params", {}) for m in exp["methods"]]
+    shared = {k: v for k, v in specs[0].items() if not isinstance(v, dict) and all(s.get(k) == v for s in specs)} \
+        if specs and len(specs) > 1 else {}
+    return ("head params of every method: " + ", ".join(f"{k} {v}" for k, v in shared.items())) if shared else ""
+
+
 def _grouped(values: dict[tuple[str, str], str], exp: dict) -> str:
     """One setting over runs (dataset, method): once if shared, else per dataset or per method."""
-    distinct = list(dict.fromkeys(v for v in values.values() if v))
-    if len(distinct) <= 1:
-        return distinct[0] if distinct else ""
+    distinct = list(dict.fromkeys(values.values()))
+    if len(distinct) == 1:
+        return distinct[0]
     for axis in (0, 1):
         by = {}
         for k, v in values.items():
@@ -80,7 +88,8 @@ def setup(exp: dict, catalogue: dict | None = None) -> str:
     cfg = {r: method_config(exp, *r) for r in runs}
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
-             _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else ""]
+             _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else "",
+             _shared_params(exp)]
     parts = [p for p in parts if p and p != "no encoder (linear in the features)"]
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
 

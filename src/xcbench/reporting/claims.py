@@ -36,11 +36,14 @@ def _describe(side: dict, exp: dict) -> str:
 
 
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
-                    scale: str) -> dict:
+                    scale: str, only: set[str] | None = None) -> dict:
+    """`only`: check just the claims of these artifacts (a results tree holding some of a paper's)."""
     spec = read_yaml(claims_file)
     validate(spec, "claims.schema.yaml", claims_file)
     rows = []
     for c in spec["claims"]:
+        if only is not None and c["artifact"] not in only:
+            continue
         exp = resolve_experiment(load_experiment(Path(experiments_dir) / f"{c['artifact']}.yaml"), scale)
         recs = collect(results, exp)
         datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
@@ -69,8 +72,8 @@ def claims_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_claims(claims_file, experiments_dir, results, scale, out_md: str | Path) -> dict:
-    res = evaluate_claims(claims_file, experiments_dir, results, scale)
+def write_claims(claims_file, experiments_dir, results, scale, out_md: str | Path, only: set[str] | None = None) -> dict:
+    res = evaluate_claims(claims_file, experiments_dir, results, scale, only)
     write_json(Path(out_md).with_suffix(".json"), res)
     write_text(out_md, claims_markdown(res))
     write_text(Path(out_md).with_suffix(".html"), H.page(res["title"], H.markdown(claims_markdown(res))))

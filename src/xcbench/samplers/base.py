@@ -6,7 +6,8 @@ Convention shared by every sampler and the sampled-softmax head:
 - the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target);
 - `log_q` is a constant to the head: it is detached there, so no gradient of the sampled-softmax
   loss reaches a proposal's parameters (or h, or the class embeddings) through log q;
-- a trainable proposal (learnable MIDX codebooks) trains through its own `aux_loss(h, class_emb)`,
+- a trainable proposal (learnable MIDX codebooks) trains through its own `aux_loss(h, class_emb)`
+  (class_emb: the head's raw class table, un-normalised; keep the aux loss sublinear in n),
   which the head adds to its loss with weight `aux_weight` and logs apart (loss_parts["aux"]);
 - `update(class_emb, gen)` rebuilds the index with an explicit generator (k-means seeds). Index
   state lives in buffers or is rebuilt deterministically at every epoch start, so a resumed run
