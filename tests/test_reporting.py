@@ -122,3 +122,23 @@ def test_footer_states_training_setup_only_for_trained_runs():
     assert "Setup: adam lr 0.1, constant schedule, 2 epochs, batch 8." in footer(EXP, {})
     probe = {**EXP, "task": {"name": "loss_timing", "params": {}}, "notes": "timed"}
     assert "Setup" not in footer(probe, {}) and footer(probe, {}).endswith("timed")
+
+
+def test_rerender_reference_tree_from_kept_results(tmp_path):
+    """`xcbench rerender` renders the kept paper-scale RF-softmax tree from its results alone."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "reference" / "paper-cpu" / "results", tmp_path / "results")
+    r = subprocess.run([sys.executable, "-m", "xcbench", "rerender", "--root", str(tmp_path), "--scale", "paper"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    for f in ("rff/table1.md", "rff/table2.html", "rff/claims.md", "REPORT.md", "REPORT.html"):
+        assert (tmp_path / "figures" / f).stat().st_size > 0, f
+    claims = (tmp_path / "figures" / "rff" / "claims.md").read_text()
+    assert "Scale: paper. 6/6 held." in claims  # only the claims of the artifacts this tree holds
+    assert (tmp_path / "figures" / "rff" / "table1.md").read_text() == \
+        (REPO / "reference" / "paper-cpu" / "figures" / "rff" / "table1.md").read_text()
