@@ -94,8 +94,10 @@ def _sampled(tiny_exp, sampler, **params):
     return exp
 
 
-def test_resume_with_a_kernel_tree_sampler_is_identical(tiny_xmc, tiny_exp, tmp_path):
-    exp = _sampled(tiny_exp, "rff", sampler_params={"D": 16})
+@pytest.mark.parametrize("sampler, params", [("rff", {"D": 16}), ("midx_rq", {"K": 4})])
+def test_resume_with_an_index_based_sampler_is_identical(tiny_xmc, tiny_exp, tmp_path, sampler, params):
+    """A kernel tree (rebuilt at each epoch start) and MIDX (codebooks in buffers, warm-started k-means)."""
+    exp = _sampled(tiny_exp, sampler, sampler_params=params)
     full = _run(tiny_xmc, exp, tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         _run(tiny_xmc, exp, tmp_path / "cut", interrupt_after=1)

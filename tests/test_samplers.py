@@ -40,7 +40,24 @@ REFERENCES = {
     # small bandwidth / degree weights: every kernel estimate positive, where the tree equals brute force
     "rff": (lambda s, h, E, N: _kernel_probs(s, h, E), {"D": 4096, "nu": 0.5}),
     "random_maclaurin": (lambda s, h, E, N: _kernel_probs(s, h, E), {"D": 4096, "tau": 0.3}),
+    "midx_pq": (lambda s, h, E, N: _midx_probs(s, h, E, "pq"), {"K": 4, "tau": 2.0}),
+    "midx_rq": (lambda s, h, E, N: _midx_probs(s, h, E, "rq"), {"K": 4, "tau": 2.0}),
+    "midx_exact": (lambda s, h, E, N: torch.softmax(2.0 * h.double() @ E.double().T, 1), {"K": 4, "tau": 2.0}),
 }
+
+
+def _midx_probs(s, h, E, kind):
+    """Theorem 2 by brute force from the fitted index: q_i ∝ exp(tau (quantized c_i) . h) over all classes."""
+    h = h.double()
+    if kind == "pq":
+        d1 = s.U.shape[1]
+        logit = h[:, :d1] @ s.U.double()[s.a].T + h[:, d1:] @ s.V.double()[s.b].T       # (B, n)
+    else:
+        logit = h @ (s.U.double()[s.a] + s.V.double()[s.b]).T
+    # the index must be k-means of these embeddings: every class sits in its nearest codeword's cell
+    first = E[:, : s.U.shape[1]] if kind == "pq" else E
+    assert torch.equal(s.a, torch.cdist(first, s.U).argmin(1))
+    return torch.softmax(s.tau * logit, 1)
 
 
 @pytest.mark.parametrize("name", SAMPLERS.names())
@@ -172,3 +189,32 @@ def test_rff_features_fixed_until_reseeded():
     assert torch.equal(a, b)
     s.reseed(1)
     assert not torch.equal(a, s.phi(z))
+
+
+def test_midx_exact_decomposition_equals_softmax_and_midx_draws_only_nonempty_cells():
+    g = torch.Generator().manual_seed(11)
+    E, h = torch.randn(300, 8, generator=g, dtype=torch.float64), torch.randn(5, 8, generator=g, dtype=torch.float64)
+    s = SAMPLERS.get("midx_exact")(300, K=6, tau=1.5)
+    s.update(E, g)
+    lp = s.stages(h)                                         # P(k, l) P(i | k, l), stage by stage
+    assert (lp.exp() - torch.softmax(1.5 * h @ E.T, 1)).abs().max() < 1e-6
+    pq = SAMPLERS.get("midx_pq")(300, K=6)
+    pq.update(E, g)
+    ids, _ = pq.sample(h, 2000, g)
+    assert (pq.count[pq.a[ids] * 6 + pq.b[ids]] > 0).all()
+
+
+def test_midx_codebooks_warm_start_and_survive_a_checkpoint():
+    g = torch.Generator().manual_seed(12)
+    E = torch.randn(200, 6, generator=g)
+    s = SAMPLERS.get("midx_rq")(200, K=5)
+    s.update(E, g)
+    U = s.U.clone()
+    s.update(E, None)                                        # same embeddings, warm start: converged at once
+    assert torch.equal(s.U, U)
+    fresh = SAMPLERS.get("midx_rq")(200, K=5)
+    fresh.load_state_dict(s.state_dict())
+    fresh.update(E, None)                                    # rebuilt from the checkpointed codebooks
+    h = torch.randn(3, 6, generator=g)
+    ids = torch.arange(200).expand(3, -1)
+    assert torch.equal(fresh.log_prob(h, ids), s.log_prob(h, ids))

@@ -1,0 +1,165 @@
+"""MIDX: inverted multi-index proposals for sampled softmax (MIDX paper, sections 4-5, Theorems 1-2;
+equations restored in shared/research/method-notes.md, "MIDX").
+
+Two codebooks of K codewords quantize every class embedding c_i:
+  product quantization (`midx_pq`):  c_i = [c_i1; c_i2],  u = k-means{c_i1},  v = k-means{c_i2}
+  residual quantization (`midx_rq`): u = k-means{c_i},  v = k-means{c_i - u_{a_i}}
+with assignments a_i, b_i and cells Omega_{k,l} = {i : a_i = k, b_i = l}. Cell scores (tau: the
+head's logit scale, o_i = tau h.c_i):
+  s_{k,l}(h) = tau (h_1.u_k + h_2.v_l)   (pq)        s_{k,l}(h) = tau (h.u_k + h.v_l)   (rq)
+MIDX (Theorem 2) draws a cell, then a class uniformly inside it:
+  q(i | h) = exp(s_{a_i b_i}) / sum_{k,l} |Omega_{k,l}| exp(s_{k,l})
+(one draw: cell from softmax_{k,l}(s_{k,l} + log |Omega_{k,l}|), empty cells never drawn; drawing
+the flattened K^2 cells is the same distribution as the paper's codeword-1-then-codeword-2 stages).
+`midx_exact` (Theorem 1) keeps the residual r_i = c_i - (quantized c_i) in the last stage:
+  P(k, l) ∝ exp(s_{k,l}) psi_{k,l},  psi_{k,l} = sum_{i in Omega_{k,l}} exp(tau h.r_i),
+  P(i | k, l) = exp(tau h.r_i) / psi_{k,l}     =>  q(i | h) = softmax(tau h.c)_i exactly (O(n d)).
+The index is rebuilt at every epoch start by k-means in torch (GPU when the embeddings are there),
+warm-started from the previous epoch's codewords (first time: K distinct rows drawn with the
+explicit generator) and stopped when no assignment changes (at most `max_iter` Lloyd steps).
+Codewords are buffers (checkpointed), so a resumed run rebuilds the same index.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from xcbench.registry import SAMPLERS
+from xcbench.samplers.base import Sampler
+
+
+def kmeans(X: torch.Tensor, C: torch.Tensor, max_iter: int = 100, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lloyd's k-means from centroids C (K, d) on X (n, d): (centroids, assignments (n,)). Stops when
+    no assignment changes; an empty cluster keeps its centroid."""
+    a_prev = None
+    for _ in range(max_iter):
+        a = torch.cat([(2 * X[s:s + chunk] @ C.T - C.square().sum(1)).argmax(1)
+                       for s in range(0, len(X), chunk)])                                     # (n,)
+        if a_prev is not None and torch.equal(a, a_prev):
+            break
+        sums = torch.zeros_like(C).index_add_(0, a, X)                                        # (K, d)
+        cnt = torch.bincount(a, minlength=len(C)).to(X.dtype)                                 # (K,)
+        C = torch.where(cnt.unsqueeze(1) > 0, sums / cnt.clamp(min=1).unsqueeze(1), C)
+        a_prev = a
+    return C, a
+
+
+class MIDX(Sampler):
+    needs_index = True
+
+    def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100) -> None:
+        super().__init__(n_classes)
+        self.K, self.tau, self.max_iter = min(K, n_classes), tau, max_iter
+        self.register_buffer("U", torch.zeros(0))   # (K, d1) first codebook
+        self.register_buffer("V", torch.zeros(0))   # (K, d2) second codebook
+        self.a = self.b = self.order = self.start = self.count = None
+        self.c: torch.Tensor | None = None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for k in ("U", "V"):  # codebooks take their shape from the checkpoint
+            if prefix + k in state_dict:
+                setattr(self, k, torch.empty_like(state_dict[prefix + k]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _init(self, X: torch.Tensor, C: torch.Tensor, gen) -> torch.Tensor:
+        if C.shape == (self.K, X.shape[1]):
+            return C.to(X)                                                                    # warm start
+        g = gen if gen is not None else torch.Generator(device=X.device).manual_seed(0)
+        return X[torch.randperm(len(X), generator=g, device=g.device)[: self.K].to(X.device)].clone()
+
+    def quantize(self, c: torch.Tensor, gen) -> None:
+        """Set U, V, a, b from the class embeddings c (n, d)."""
+        raise NotImplementedError
+
+    def split(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The parts of h scored against U and V."""
+        raise NotImplementedError
+
+    def update(self, class_emb, gen):
+        self.c = class_emb.detach()
+        self.quantize(self.c, gen)
+        cell = self.a * self.K + self.b                                                        # (n,)
+        self.order = torch.argsort(cell, stable=True)                                          # classes by cell
+        self.count = torch.bincount(cell, minlength=self.K * self.K)                          # (K^2,)
+        self.start = torch.cumsum(self.count, 0) - self.count
+
+    def cell_scores(self, h: torch.Tensor) -> torch.Tensor:
+        h1, h2 = self.split(h.detach().to(self.U.dtype))
+        return self.tau * ((h1 @ self.U.T).unsqueeze(2) + (h2 @ self.V.T).unsqueeze(1)).flatten(1)  # (B, K^2)
+
+    def _cell_logits(self, h):
+        return self.cell_scores(h) + self.count.to(self.U.dtype).log().unsqueeze(0)           # -inf: empty
+
+    def sample(self, h, m, gen):
+        L = self._cell_logits(h)                                                               # (B, K^2)
+        cells = torch.multinomial(torch.softmax(L, 1), m, replacement=True, generator=gen)    # (B, m)
+        u = torch.rand(cells.shape, generator=gen, device=h.device)
+        ids = self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
+        return ids, self.log_prob(h, ids)
+
+    def log_prob(self, h, ids):
+        s = self.cell_scores(h)                                                                # (B, K^2)
+        cell = self.a[ids] * self.K + self.b[ids]                                              # (B, m)
+        return (s.gather(1, cell) - torch.logsumexp(self._cell_logits(h), 1, keepdim=True)).float()
+
+
+class ProductQuantized:
+    def quantize(self, c, gen):
+        d1 = c.shape[1] // 2
+        self.U, self.a = kmeans(c[:, :d1], self._init(c[:, :d1], self.U, gen), self.max_iter)
+        self.V, self.b = kmeans(c[:, d1:], self._init(c[:, d1:], self.V, gen), self.max_iter)
+
+    def split(self, h):
+        return h[:, : self.U.shape[1]], h[:, self.U.shape[1]:]
+
+    def quantized(self) -> torch.Tensor:
+        return torch.cat([self.U[self.a], self.V[self.b]], 1)                                  # (n, d)
+
+
+class ResidualQuantized:
+    def quantize(self, c, gen):
+        self.U, self.a = kmeans(c, self._init(c, self.U, gen), self.max_iter)
+        res = c - self.U[self.a]
+        self.V, self.b = kmeans(res, self._init(res, self.V, gen), self.max_iter)
+
+    def split(self, h):
+        return h, h
+
+    def quantized(self) -> torch.Tensor:
+        return self.U[self.a] + self.V[self.b]                                                 # (n, d)
+
+
+@SAMPLERS.register("midx_pq")
+class MIDXProduct(ProductQuantized, MIDX):
+    pass
+
+
+@SAMPLERS.register("midx_rq")
+class MIDXResidual(ResidualQuantized, MIDX):
+    pass
+
+
+@SAMPLERS.register("midx_exact")
+class MIDXExact(ProductQuantized, MIDX):
+    """Theorem 1 on the product-quantized index: the three stages multiply to softmax(tau h.c)."""
+
+    def stages(self, h: torch.Tensor) -> torch.Tensor:
+        """log P(cell of i) + log P(i | cell) for every class: (B, n), computed stage by stage."""
+        hr = self.tau * h.detach().to(self.c.dtype) @ (self.c - self.quantized()).T            # (B, n) tau h.r_i
+        cell = self.a * self.K + self.b                                                        # (n,)
+        log_psi = torch.full((h.shape[0], self.K * self.K), -math.inf, dtype=hr.dtype, device=h.device)
+        log_psi = log_psi.scatter_reduce(1, cell.expand_as(hr), hr, "amax")                    # max per cell
+        log_psi = log_psi + torch.zeros_like(log_psi).index_add_(
+            1, cell, (hr - log_psi.gather(1, cell.expand_as(hr))).exp()).log()                 # log psi_{k,l}
+        log_cell = torch.log_softmax(self.cell_scores(h) + log_psi, 1)                         # log P(k, l)
+        return log_cell.gather(1, cell.expand_as(hr)) + hr - log_psi.gather(1, cell.expand_as(hr))
+
+    def sample(self, h, m, gen):
+        lp = self.stages(h)
+        ids = torch.multinomial(lp.exp(), m, replacement=True, generator=gen)                  # (B, m)
+        return ids, lp.gather(1, ids).float()
+
+    def log_prob(self, h, ids):
+        return self.stages(h).gather(1, ids).float()
