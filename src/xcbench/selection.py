@@ -32,22 +32,24 @@ def worst(mode: str) -> float:
     return math.inf if mode == "min" else -math.inf
 
 
+def val_value(evals: dict, metric: str, who: str) -> float:
+    """The validation value of `metric` (key val_<metric>) among an epoch's evaluations."""
+    k = f"val_{metric}"
+    if k not in evals:
+        raise KeyError(f"{who}.metric {metric!r}: no {k!r} among the validation metrics "
+                       f"{sorted(e[4:] for e in evals if e.startswith('val_'))}")
+    return float(evals[k])
+
+
 class BestEpoch:
     def __init__(self, metric: str, mode: str = "max", patience: int | None = None, min_delta: float = 0.0) -> None:
         self.metric, self.mode, self.patience, self.min_delta = metric, check_mode(mode), patience, min_delta
         self.best, self.best_epoch, self.bad = worst(mode), 0, 0
         self.state: dict | None = None  # the best epoch's model state_dict (CPU copies)
 
-    def key(self, evals: dict) -> str:
-        k = f"val_{self.metric}"
-        if k not in evals:
-            raise KeyError(f"select.metric {self.metric!r}: no {k!r} among the validation metrics "
-                           f"{sorted(e[4:] for e in evals if e.startswith('val_'))}")
-        return k
-
     def update(self, epoch: int, evals: dict, model) -> bool:
         """Record an epoch; keep the weights when it improves. Returns True when training should stop."""
-        v = float(evals[self.key(evals)])
+        v = val_value(evals, self.metric, "select")
         if improves(v, self.best, self.mode, self.min_delta):
             self.best, self.best_epoch, self.bad = v, epoch, 0
             self.state = {k: t.detach().to("cpu", copy=True) for k, t in model.state_dict().items()}

@@ -6,8 +6,8 @@ RF-softmax PTB model has d = 200). `forward(x, state)` takes and returns the rec
 (features/base.py: a stateful encoder) so that evaluation can run over a long text in parallel
 streams without resetting it (`tasks/lm.py`); training windows start from a zero state (None).
 `embed(x)` is the top layer's output at the last position (B, hidden). The token table
-(`input_embedding`) can be tied to the head's class embeddings when emb = hidden. Every weight is drawn from the explicit
-generator: uniform(-1/sqrt(hidden), 1/sqrt(hidden)) as torch's LSTM default, embeddings
+(`input_embedding`) can be tied to the head's class embeddings when emb = hidden. Every weight is
+drawn from the explicit generator: uniform(-1/sqrt(hidden), 1/sqrt(hidden)) as torch's LSTM default, embeddings
 uniform(-0.1, 0.1) (Zaremba et al. 2014).
 """
 

@@ -19,8 +19,8 @@ gradient of E is a sparse row tensor touching only the rows used in the batch: a
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
 sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
 and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
-proposal's `aux_loss(h, E)` (E the raw class table, which the proposal may normalise) is added with weight `aux_weight`: loss = main + aux_weight * aux, and
-both parts are logged (`loss_parts`).
+proposal's `aux_loss(h, E)` (E the raw class table, which the proposal may normalise) is added
+with weight `aux_weight`: loss = main + aux_weight * aux, and both parts are logged (`loss_parts`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from xcbench.registry import HEADS, SAMPLERS
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
                          m: int) -> torch.Tensor:
     """Per-example loss (B,) from o_t (B,), negatives' logits o_s (B, m), their log q and hit mask."""
-    adj = (o_s - log_q.detach() - math.log(m)).masked_fill(hits, -math.inf)                       # (B, m)
+    adj = (o_s - log_q.detach() - math.log(m)).masked_fill(hits, -math.inf)              # (B, m)
     logits = torch.cat([o_t.unsqueeze(1), adj], 1)                                       # (B, 1 + m)
     return -torch.log_softmax(logits, 1)[:, 0]
 

@@ -29,22 +29,26 @@ class SparseOvA(Head):
         self.rewire_interval, self.rewire_fraction = rewire_interval, rewire_fraction
         self.register_buffer("rewire_seed", torch.randint(0, 2**62, (1,), generator=gen))
         self.register_buffer("bwd_stats", torch.zeros(2, dtype=torch.float64))  # [labels back-propagated, seen]
+        self.register_buffer("epoch_stats", torch.zeros(2, dtype=torch.float64), persistent=False)  # at epoch start
         self.c = nn.Parameter(torch.zeros(n_classes))                                   # (m,)
 
     def loss(self, h, y, idx, gen):
         return self.loss_fn(self.scores(h), multi_hot(y, self.n_classes))
 
-    def report(self) -> dict:
-        a, n = self.bwd_stats.tolist()
+    @staticmethod
+    def _share(stats: torch.Tensor) -> dict:
+        a, n = stats.tolist()
         return {"backprop_label_share": a / n} if n else {}
 
+    def report(self) -> dict:
+        return self._share(self.bwd_stats)
+
     def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
-        self._epoch_stats = self.bwd_stats.clone()
+        self.epoch_stats.copy_(self.bwd_stats)
 
     def epoch_metrics(self, h, y) -> dict:
         """Share of (example, label) pairs with a non-zero loss gradient during this epoch."""
-        a, n = (self.bwd_stats - getattr(self, "_epoch_stats", torch.zeros_like(self.bwd_stats))).tolist()
-        return {"backprop_label_share": a / n} if n else {}
+        return self._share(self.bwd_stats - self.epoch_stats)
 
     def after_step(self, step: int, optimizer) -> None:
         if self.rewire_interval > 0 and self.rewire_fraction > 0 and step % self.rewire_interval == 0:

@@ -15,7 +15,7 @@ import math
 import torch
 
 from xcbench.registry import OPTIMIZERS, SCHEDULES
-from xcbench.selection import improves, worst
+from xcbench.selection import improves, val_value, worst
 
 OPTIMIZERS.register("adam")(torch.optim.Adam)
 OPTIMIZERS.register("sgd")(torch.optim.SGD)
@@ -67,10 +67,7 @@ class Plateau(Schedule):
         return self.lr
 
     def observe(self, evals: dict) -> bool:
-        key = f"val_{self.metric}"
-        if key not in evals:
-            raise KeyError(f"plateau.metric {self.metric!r}: no {key!r} among {sorted(evals)}")
-        return self.update(float(evals[key]))
+        return self.update(val_value(evals, self.metric, "plateau"))
 
     def update(self, value: float) -> bool:
         """Record this epoch's metric; returns True when training should stop."""

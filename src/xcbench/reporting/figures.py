@@ -55,5 +55,5 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     title = exp.get("title", exp["artifact"])
     write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n")
     write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
-                                            f"<p class='foot'><i>{H.html.escape(foot)}</i></p>"))
+                                            + H.foot(foot)))
     return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]

@@ -29,6 +29,11 @@ def table(header: list[str], rows: list[list[str]], caption: str = "") -> str:
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def foot(text: str) -> str:
+    """A caption's footer (scale, seeds, setup, notes) under a table or figure."""
+    return f"<p class='foot'><i>{html.escape(text)}</i></p>"
+
+
 def page(title: str, body: str) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{STYLE}</head>"
             f"<body>{body}</body></html>\n")

@@ -32,7 +32,7 @@ def to_markdown(header: list[str], rows: list[list[str]], caption: str, foot: st
 def to_html(header: list[str], rows: list[list[str]], caption: str, foot: str,
             extra: tuple[list[str], list[list[str]]] | None = None) -> str:
     body = H.table(header, rows, caption) + (H.table(*extra) if extra and extra[1] else "")
-    return H.page(caption, body + f"<p class='foot'><i>{H.html.escape(foot)}</i></p>")
+    return H.page(caption, body + H.foot(foot))
 
 
 def _tex_escape(s: str) -> str:
