@@ -94,7 +94,8 @@ def main() -> None:
         if f and not Path(f).exists():
             raise SystemExit(f"train_step: {f} does not exist; build it first: snakemake --cores all {f}")
     device = pick_device(a.device)
-    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0)
+    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
+                     dataset=a.dataset)
     rows = []
     for method in a.methods or list(exp["methods"]):
         rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,

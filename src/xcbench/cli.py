@@ -70,7 +70,8 @@ def cmd_train(args) -> None:
                           f"{args.scale}; its methods: {', '.join(exp['methods'])}")
     device = pick_device(args.device)
     entry = _entry(args)
-    task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment)
+    task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
+                     dataset=args.dataset)
     m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
     print({k: round(v, 4) for k, v in m["metrics"].items()})
 

@@ -9,6 +9,10 @@
 `tie_embeddings: true` in the model config makes the encoder's input table (token or item
 embeddings) and the head's class embeddings one Parameter (Press & Wolf 2017; SASRec ties items):
 it needs the table's shape (C, d) to equal the head's (n classes, encoder out_dim).
+
+`encoder` is either a config {name, **params} or the key of an entry of `model.encoders`, so that
+one experiment can compare encoders (MIDX Table 4: LSTM and Transformer) with each method naming
+one: `model: {encoder: LSTM, encoders: {LSTM: {name: lstm_lm, ...}, Transformer: {...}}}`.
 """
 
 from __future__ import annotations
@@ -57,10 +61,22 @@ def tie(encoder: nn.Module, head: nn.Module) -> None:
     table.weight = W
 
 
+def encoder_config(model_cfg: dict) -> dict:
+    """The encoder's {name, **params}, resolving a named entry of `model.encoders`."""
+    enc = model_cfg.get("encoder", {"name": "identity"})
+    if isinstance(enc, str):
+        named = model_cfg.get("encoders", {})
+        if enc not in named:
+            raise ConfigError(f"model.encoder {enc!r} is not among model.encoders {sorted(named)}; "
+                              "name one of them or give {name: ..., params}")
+        enc = named[enc]
+    return dict(enc)
+
+
 def build_model(model_cfg: dict, head_name: str, head_params: dict, in_dim: int, n_classes: int,
                 seed: int) -> Model:
     gen = torch_generator(seed, "init")
-    enc_cfg = dict(model_cfg.get("encoder", {"name": "identity"}))
+    enc_cfg = encoder_config(model_cfg)
     encoder = ENCODERS.get(enc_cfg.pop("name"))(in_dim, gen, **enc_cfg)
     head = HEADS.get(head_name)(encoder.out_dim, n_classes, gen, **head_params)
     if model_cfg.get("tie_embeddings", False):

@@ -8,6 +8,7 @@ import csv
 import io
 from pathlib import Path
 
+from xcbench.config import ConfigError, deep_merge
 from xcbench.io import write_text
 from xcbench.reporting import html as H
 from xcbench.registry import RENDERERS
@@ -99,15 +100,25 @@ def _scaled(a: dict | None, ref: dict | None) -> dict | None:
     return {"mean": a["mean"] / ref["mean"], "std": a["std"] / abs(ref["mean"]), "n": a["n"]}
 
 
-def literature_rows(literature: list[dict], datasets: list[str], specs: list[dict]):
+def _lit_value(v, group: str, key: str) -> str:
+    """A published number from {metric: v}, or {group: {metric: v}} / {group: v} in a grouped table."""
+    if group:
+        v = v.get(group, {}) if isinstance(v, dict) else {}
+        if not isinstance(v, dict):
+            return str(v)
+    return str(v.get(key, "–"))
+
+
+def literature_rows(literature: list[dict], datasets: list[str], specs: list[dict], groups: list[str] = ("",)):
     """Published numbers: (rows for the main table, (header, rows) of a separate block).
 
     An entry's `values` are {metric: v} (with an optional `dataset` they come from) or per dataset
-    {dataset: {metric: v}}. It joins the main table only where each number lands in its own
+    {dataset: {metric: v}}; in a table with column groups, per dataset {dataset: {group: v}} or
+    {dataset: {group: {metric: v}}}. It joins the main table only where each number lands in its own
     dataset's column: per-dataset values whose datasets are all columns, or flat values (of no
     other named dataset) in a one-dataset table. Every other entry (the paper's datasets differ
-    from this scale's) goes to the block, one row per (method, dataset), so no number stands under
-    another dataset's name."""
+    from this scale's) goes to the block, one row per (method, dataset, group), so no number stands
+    under another dataset's name."""
     inline, block = [], []
     for lit in literature:
         vals, label = lit.get("values", {}), f"{lit['method']} (published)"
@@ -115,36 +126,64 @@ def literature_rows(literature: list[dict], datasets: list[str], specs: list[dic
         flat_here = not per_dataset and len(datasets) == 1 and lit.get("dataset", datasets[0]) == datasets[0]
         if (per_dataset and set(vals) <= set(datasets)) or flat_here:
             per = (lambda d: vals.get(d, {})) if per_dataset else (lambda d: vals)  # noqa: E731
-            inline.append([label] + [str(per(d).get(m["key"], "–")) for d in datasets for m in specs])
+            inline.append([label] + [_lit_value(per(d), g, m["key"]) for d in datasets for g in groups for m in specs])
             continue
         for d, v in (vals.items() if per_dataset else [(lit.get("dataset"), vals)]):
-            block.append([label, pretty(d) if d else "–"] + [str(v.get(m["key"], "–")) for m in specs])
+            for g in groups:
+                block.append([label, " ".join(filter(None, [pretty(d) if d else "–", g]))]
+                             + [_lit_value(v, g, m["key"]) for m in specs])
     return inline, (["Published", "Dataset"] + [m["label"] for m in specs], block)
+
+
+def column_groups(exp: dict, key: str | None) -> list[tuple[str, dict[str, str]]]:
+    """Methods grouped for the table: without `column_key`, one group (rows = methods); with
+    `column_key: encoder`, one column group per named encoder (`model.encoder` of each method), rows
+    = method labels, so a sampler's LSTM and Transformer runs share a row (MIDX Table 4)."""
+    if not key:
+        return [("", {m: method_label(exp, m) for m in exp["methods"]})]
+    groups: dict[str, dict[str, str]] = {}
+    for m, spec in exp["methods"].items():
+        g = deep_merge(exp.get("model", {}), spec.get("model", {})).get(key)
+        if not isinstance(g, str):
+            raise ConfigError(f"{exp['artifact']}: render.column_key {key!r} needs model.{key} to be a name "
+                              f"(an entry of model.{key}s) for every method; {m} has {g!r}")
+        groups.setdefault(g, {})[m] = method_label(exp, m)
+    return list(groups.items())
 
 
 @RENDERERS.register("metric_table")
 def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     """Rows = methods, columns = dataset x metric; with `relative_to: <method>` every value is
-    divided by that method's mean on the same dataset (the paper's 'relative to dense' tables)."""
+    divided by that method's mean on the same dataset (the paper's 'relative to dense' tables);
+    with `column_key` the columns are dataset x method group x metric (`column_groups`)."""
     opts = exp["render"]
     specs, rel = metric_specs(opts), opts.get("relative_to")
     recs = collect(results, exp)
-    header = ["Method"] + [f"{pretty(d)} {m['label']}" for d in exp["datasets"] for m in specs]
+    groups = column_groups(exp, opts.get("column_key"))
+    labels = list(dict.fromkeys(lab for _, g in groups for lab in g.values()))
+    header = ["Method"] + [" ".join(filter(None, [pretty(d), g, m["label"]]))
+                           for d in exp["datasets"] for g, _ in groups for m in specs]
     rows, long = [], []
-    for meth in exp["methods"]:
-        row = [method_label(exp, meth)]
+    for lab in labels:
+        row = [lab]
         for d in exp["datasets"]:
-            for m in specs:
-                if m.get("text"):
-                    row.append(text_of(recs, d, meth, m["key"]))
-                    continue
-                a = aggregate(recs, d, meth, m["key"])
-                if rel:
-                    a = _scaled(a, aggregate(recs, d, rel, m["key"]))
-                row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"], m.get("format")))
-                long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
+            for _, members in groups:
+                meth = next((m for m, mlab in members.items() if mlab == lab), None)
+                for m in specs:
+                    if meth is None:
+                        row.append("–")
+                        continue
+                    if m.get("text"):
+                        row.append(text_of(recs, d, meth, m["key"]))
+                        continue
+                    a = aggregate(recs, d, meth, m["key"])
+                    if rel:
+                        a = _scaled(a, aggregate(recs, d, rel, m["key"]))
+                    row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"], m.get("format")))
+                    long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
-    inline, published = literature_rows(opts.get("literature", []), exp["datasets"], specs)
+    inline, published = literature_rows(opts.get("literature", []), exp["datasets"], specs,
+                                        tuple(g for g, _ in groups))
     rows += inline
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     if rel:

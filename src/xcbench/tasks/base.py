@@ -81,10 +81,13 @@ class Task:
 
 
 def make_task(exp: dict, entry: dict, processed: str, features: str | None, device: torch.device, seed: int,
-              source: str = "experiment") -> Task:
-    """The experiment's task (`exp["task"] = {name, params}`) with its params checked."""
+              source: str = "experiment", dataset: str | None = None) -> Task:
+    """The experiment's task (`exp["task"] = {name, params}`) with its params checked; the dataset's
+    `per_dataset: {<dataset>: {task: {params: ...}}}` entry overrides them (e.g. a sequence length)."""
     cls = TASKS.get(exp["task"]["name"])
-    return cls(cls.parse_params(exp["task"].get("params"), source), entry, processed, features, device, seed)
+    over = exp.get("per_dataset", {}).get(dataset, {}).get("task", {}).get("params", {})
+    params = {**(exp["task"].get("params") or {}), **over}
+    return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
 
 def shuffled_batches(n: int, batch_size: int, gen: torch.Generator, drop_last: bool = False):
