@@ -92,17 +92,35 @@ class SampledSoftmax(NormalizedSoftmax):
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
         self.m, self.sparse_grad, self.aux_weight = m, sparse_grad, aux_weight
         self._touched: torch.Tensor | None = None
+        self._built = False  # the proposal's index exists (after the first epoch start)
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
 
     def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
         self.sampler.update(self._unit(self.E.detach()), gen)
+        self._built = True
 
     def after_step(self, step: int, optimizer) -> None:
         if self._touched is not None:
             self.sampler.update_rows(self._touched, self.E.detach()[self._touched])
             self._touched = None
+
+    @torch.no_grad()
+    def epoch_metrics(self, h, y):
+        """kl_proposal: mean over the probe queries of KL(softmax(o) || q(. | h)), the proposal's
+        distance from the softmax it stands for (MIDX Table 5's KL loss; the same estimator for every
+        sampler), exact over all n classes. Omitted where q is 0 on a class (LSH)."""
+        if y.dim() != 1 or (self.sampler.needs_index and not self._built):
+            return {}
+        h, n, kl = self._unit(h), self.n_classes, []
+        for s in range(0, len(h), 256):
+            hb = h[s:s + 256]                                                                 # (b, d)
+            logp = torch.log_softmax(self.scores(hb).double(), 1)                             # (b, n)
+            logq = self.sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()
+            kl.append((logp.exp() * (logp - logq)).sum(1))
+        v = torch.cat(kl).mean().item()
+        return {"kl_proposal": v} if math.isfinite(v) else {}
 
     def _cos(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """h (B, 1, d) against class rows `ids` (B, k): dots divided by the rows' norms when normalising,

@@ -58,9 +58,9 @@ class MIDX(Sampler):
         self.c: torch.Tensor | None = None
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for k in ("U", "V"):  # codebooks take their shape from the checkpoint
+        for k in ("U", "V"):  # codebooks take their shape from the checkpoint (a Parameter keeps its identity)
             if prefix + k in state_dict:
-                setattr(self, k, torch.empty_like(state_dict[prefix + k]))
+                getattr(self, k).data = torch.empty_like(state_dict[prefix + k])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _init(self, X: torch.Tensor, C: torch.Tensor, gen) -> torch.Tensor:
@@ -70,8 +70,9 @@ class MIDX(Sampler):
         return X[torch.randperm(len(X), generator=g, device=g.device)[: self.K].to(X.device)].clone()
 
     def quantize(self, c: torch.Tensor, gen) -> None:
-        """Set U, V, a, b from the class embeddings c (n, d)."""
-        raise NotImplementedError
+        """Set U, V, a, b from the class embeddings c (n, d): k-means every rebuild."""
+        U, self.a, V, self.b = self.fit_codebooks(c, gen)
+        self.U.data, self.V.data = U, V
 
     def split(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The parts of h scored against U and V."""
@@ -86,8 +87,9 @@ class MIDX(Sampler):
         self.start = torch.cumsum(self.count, 0) - self.count
 
     def cell_scores(self, h: torch.Tensor) -> torch.Tensor:
-        h1, h2 = self.split(h.detach().to(self.U.dtype))
-        return self.tau * ((h1 @ self.U.T).unsqueeze(2) + (h2 @ self.V.T).unsqueeze(1)).flatten(1)  # (B, K^2)
+        U, V = self.U.detach(), self.V.detach()
+        h1, h2 = self.split(h.detach().to(U.dtype))
+        return self.tau * ((h1 @ U.T).unsqueeze(2) + (h2 @ V.T).unsqueeze(1)).flatten(1)       # (B, K^2)
 
     def _cell_logits(self, h):
         return self.cell_scores(h) + self.count.to(self.U.dtype).log().unsqueeze(0)           # -inf: empty
@@ -106,29 +108,45 @@ class MIDX(Sampler):
 
 
 class ProductQuantized:
-    def quantize(self, c, gen):
+    def fit_codebooks(self, c, gen):
+        """k-means codebooks of the two halves of c: (U, a, V, b)."""
         d1 = c.shape[1] // 2
-        self.U, self.a = kmeans(c[:, :d1], self._init(c[:, :d1], self.U, gen), self.max_iter)
-        self.V, self.b = kmeans(c[:, d1:], self._init(c[:, d1:], self.V, gen), self.max_iter)
+        U, a = kmeans(c[:, :d1], self._init(c[:, :d1], self.U, gen), self.max_iter)
+        V, b = kmeans(c[:, d1:], self._init(c[:, d1:], self.V, gen), self.max_iter)
+        return U, a, V, b
+
+    def assign(self, c, U, V):
+        """Nearest codewords (a, b) of c's halves."""
+        d1 = U.shape[1]
+        return torch.cdist(c[:, :d1], U.detach()).argmin(1), torch.cdist(c[:, d1:], V.detach()).argmin(1)
 
     def split(self, h):
         return h[:, : self.U.shape[1]], h[:, self.U.shape[1]:]
 
-    def quantized(self) -> torch.Tensor:
-        return torch.cat([self.U[self.a], self.V[self.b]], 1)                                  # (n, d)
+    def quantized(self, a=None, b=None, U=None, V=None) -> torch.Tensor:
+        """Quantized class embeddings [u_a; v_b] (n, d) (by default the index's own)."""
+        U, V = (self.U if U is None else U), (self.V if V is None else V)
+        return torch.cat([U[self.a if a is None else a], V[self.b if b is None else b]], 1)
 
 
 class ResidualQuantized:
-    def quantize(self, c, gen):
-        self.U, self.a = kmeans(c, self._init(c, self.U, gen), self.max_iter)
-        res = c - self.U[self.a]
-        self.V, self.b = kmeans(res, self._init(res, self.V, gen), self.max_iter)
+    def fit_codebooks(self, c, gen):
+        """k-means on c, then k-means on the residuals c - u_a: (U, a, V, b)."""
+        U, a = kmeans(c, self._init(c, self.U, gen), self.max_iter)
+        res = c - U[a]
+        V, b = kmeans(res, self._init(res, self.V, gen), self.max_iter)
+        return U, a, V, b
+
+    def assign(self, c, U, V):
+        a = torch.cdist(c, U.detach()).argmin(1)
+        return a, torch.cdist(c - U.detach()[a], V.detach()).argmin(1)
 
     def split(self, h):
         return h, h
 
-    def quantized(self) -> torch.Tensor:
-        return self.U[self.a] + self.V[self.b]                                                 # (n, d)
+    def quantized(self, a=None, b=None, U=None, V=None) -> torch.Tensor:
+        U, V = (self.U if U is None else U), (self.V if V is None else V)
+        return U[self.a if a is None else a] + V[self.b if b is None else b]                   # (n, d)
 
 
 @SAMPLERS.register("midx_pq")

@@ -1,0 +1,73 @@
+"""MIDX with learnable codebooks (MIDX paper, section 6.2.3; method-notes "MIDX", learnable codebooks).
+
+`midx_learn_pq`, `midx_learn_rq`: the codewords U (K, d1), V (K, d2) are parameters of the model,
+trained jointly with it by the optimizer through the head's auxiliary loss (samplers/base.py), every
+step. The proposal is MIDX's (Theorem 2, samplers/midx.py) with the current codewords, so its
+log q stays exact after every update. Codewords start from k-means at the first index build; every
+later epoch start only re-assigns the classes to their nearest learned codewords (no k-means).
+
+Auxiliary loss of one step, on a chunk S of classes (S = `chunk` classes, cycling through all n
+in a fixed order, so a step costs O((|S| + B') K d), never O(n d)) and B' <= `queries` of the
+batch's queries h (all detached: only the codewords learn from it):
+  reconstruction  R = mean_{i in S} || c_i - c~_i ||^2,    c~_i = [u_{a_i}; v_{b_i}] (pq),
+                                                            u_{a_i} + v_{b_i} (rq, v on the residual)
+  KL              KL = mean_h sum_{i in S} p_i (log p_i - log p~_i),
+                  p = softmax_{i in S}(tau h.c_i),  p~ = softmax_{i in S}(tau h.c~_i)
+  aux = R + kl_weight KL.
+**Choice** (method-notes leave the assignment open): hard nearest-codeword assignments a_i, b_i of
+the chunk, recomputed at every step, so the gradient moves each class's own codewords (online
+k-means for R); a soft assignment softmax_k(c_i.u_k) lets a long codeword absorb every class.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from xcbench.registry import SAMPLERS
+from xcbench.samplers.midx import MIDX, ProductQuantized, ResidualQuantized
+
+
+class Learnable(MIDX):
+    def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100, chunk: int = 2048,
+                 queries: int = 256, kl_weight: float = 1.0) -> None:
+        super().__init__(n_classes, K, tau, max_iter)
+        del self.U, self.V
+        self.U, self.V = nn.Parameter(torch.zeros(0)), nn.Parameter(torch.zeros(0))
+        self.chunk, self.queries, self.kl_weight = min(chunk, n_classes), queries, kl_weight
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # aux steps taken: the chunk's offset
+        self.last: dict[str, float] = {}
+
+    def quantize(self, c, gen):
+        if self.U.numel() == 0:  # first build: k-means initialises the codewords
+            U, self.a, V, self.b = self.fit_codebooks(c, gen)
+            self.U.data, self.V.data = U.clone(), V.clone()
+        else:
+            self.a, self.b = self.assign(c, self.U, self.V)
+
+    def aux_loss(self, h, class_emb):
+        if self.U.numel() == 0:
+            return None
+        n = self.n_classes
+        S = (self.steps * self.chunk + torch.arange(self.chunk, device=class_emb.device)) % n      # (S,)
+        self.steps += 1
+        c = class_emb.detach()[S].to(self.U.dtype)                                                # (S, d)
+        a, b = self.assign(c, self.U, self.V)
+        ct = self.quantized(a, b)                                                                 # (S, d) differentiable
+        recon = (c - ct).square().sum(1).mean()
+        hq = h.detach()[: self.queries].to(c.dtype)                                               # (B', d)
+        logp = torch.log_softmax(self.tau * hq @ c.T, 1)                                          # (B', S)
+        logpt = torch.log_softmax(self.tau * hq @ ct.T, 1)
+        kl = (logp.exp() * (logp - logpt)).sum(1).mean()
+        self.last = {"recon": recon.item(), "kl_chunk": kl.item()}
+        return recon + self.kl_weight * kl
+
+
+@SAMPLERS.register("midx_learn_pq")
+class MIDXLearnProduct(ProductQuantized, Learnable):
+    pass
+
+
+@SAMPLERS.register("midx_learn_rq")
+class MIDXLearnResidual(ResidualQuantized, Learnable):
+    pass
