@@ -61,7 +61,8 @@ def normalise_task(exp: dict) -> dict:
 def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
     (same folder) and only adds its own title and rendering; one with `extends: <artifact>` is
-    that artifact's file with this one deep-merged on top (a variant with its own runs)."""
+    that artifact's file with this one deep-merged on top (a variant with its own runs); its own
+    `methods` and `render`, when given, replace the parent's instead of merging into them."""
     path = Path(path)
     if path in _seen:
         raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
@@ -73,7 +74,13 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
         if not parent_path.exists():
             raise ConfigError(f"{path}: extends {exp['extends']!r}, but {parent_path} does not exist")
         parent = load_experiment(parent_path, _seen + (path,))
-        exp = deep_merge({k: v for k, v in parent.items() if k != "extends"}, exp)
+        base = {k: v for k, v in parent.items() if k != "extends"}
+        for key in ("methods", "render"):  # a variant's own runs / rendering replace the parent's
+            if key in exp:
+                base.pop(key, None)
+                for sc in base.get("scales", {}).values():
+                    sc.pop(key, None)
+        exp = deep_merge(base, exp)
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
         only = exp.pop("methods", None)  # a list: render only these of the owner's runs
@@ -96,7 +103,8 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
     if "only_methods" in out:
         missing = [m for m in out["only_methods"] if m not in out["methods"]]
         if missing:
-            raise ConfigError(f"{out['artifact']}: methods {missing} are not runs of {out['runs_of']}")
+            owner = f"runs of {out['runs_of']}" if "runs_of" in out else "methods of this experiment"
+            raise ConfigError(f"{out['artifact']}: only_methods {missing} are not {owner}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("only_methods")}
     return out
 

@@ -9,6 +9,8 @@ own vectors. Free-text `notes:` explain; they should not restate settings.
 
 from __future__ import annotations
 
+from xcbench.model import encoder_config
+
 import xcbench.tasks  # noqa: F401  (registers the tasks)
 from xcbench.registry import TASKS
 from xcbench.reporting.labels import method_label, pretty
@@ -34,7 +36,7 @@ def _features(exp: dict, dataset: str, catalogue: dict) -> str:
 
 
 def _encoder(model_cfg: dict) -> str:
-    enc = dict(model_cfg.get("encoder", {"name": "identity"}))
+    enc = encoder_config(model_cfg)
     name = enc.pop("name")
     if name == "identity" and not enc:
         return "no encoder (linear in the features)"

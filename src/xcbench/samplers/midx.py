@@ -81,6 +81,10 @@ class MIDX(Sampler):
     def update(self, class_emb, gen):
         self.c = class_emb.detach()
         self.quantize(self.c, gen)
+        self.build_cells()
+
+    def build_cells(self) -> None:
+        """The inverted index (classes sorted by cell, cell sizes and offsets) from a, b."""
         cell = self.a * self.K + self.b                                                        # (n,)
         self.order = torch.argsort(cell, stable=True)                                          # classes by cell
         self.count = torch.bincount(cell, minlength=self.K * self.K)                          # (K^2,)

@@ -4,7 +4,10 @@
 trained jointly with it by the optimizer through the head's auxiliary loss (samplers/base.py), every
 step. The proposal is MIDX's (Theorem 2, samplers/midx.py) with the current codewords, so its
 log q stays exact after every update. Codewords start from k-means at the first index build; every
-later epoch start only re-assigns the classes to their nearest learned codewords (no k-means).
+later epoch start only re-assigns the classes to their nearest learned codewords (no k-means), and
+every step re-assigns the chunk's classes and rebuilds the cells (O(n) counting), so a class's
+cell never lags the codewords by more than n / chunk steps (stale cells with moved codewords made
+the proposal far worse than k-means': KL 7.8 vs 0.56 on the tiny LM before this).
 
 Auxiliary loss of one step, on a chunk S of classes (S = `chunk` classes, cycling through all n
 in a fixed order, so a step costs O((|S| + B') K d), never O(n d)) and B' <= `queries` of the
@@ -53,6 +56,8 @@ class Learnable(MIDX):
         self.steps += 1
         c = class_emb.detach()[S].to(self.U.dtype)                                                # (S, d)
         a, b = self.assign(c, self.U, self.V)
+        self.a[S], self.b[S] = a, b  # the index follows the moving codewords (all n within n / chunk steps)
+        self.build_cells()
         ct = self.quantized(a, b)                                                                 # (S, d) differentiable
         recon = (c - ct).square().sum(1).mean()
         hq = h.detach()[: self.queries].to(c.dtype)                                               # (B', d)

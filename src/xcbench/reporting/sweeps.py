@@ -1,0 +1,69 @@
+"""`sweep` figures: a final metric against a swept setting, one line per series (MIDX Figs 3b, 7a-b:
+perplexity vs codewords K, vs samples m; sampling time vs number of classes).
+
+Every run (dataset, method) is one point: y = the seed mean of `render.y` (a metric key, or a
+dotted path such as final.val_ppl), x = the method's `x:` field in the experiment file, or, with
+`render.x_key`, a number the run recorded (e.g. `n` of a timing probe; then all datasets share one
+panel). Points join into lines by the method's `series:` field (default: its label). Panels: one per
+dataset (one in all with `x_key`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xcbench.io import write_text
+from xcbench.registry import RENDERERS
+from xcbench.reporting import html as H
+from xcbench.reporting import style
+from xcbench.reporting.captions import footer
+from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.figures import LINESTYLES, MARKERS
+from xcbench.reporting.labels import method_label, pretty
+
+
+def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]]) -> list[dict[str, list]]:
+    """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out."""
+    opts, panels = exp["render"], []
+    for datasets in dataset_groups:
+        lines: dict[str, list] = {}
+        for d in datasets:
+            for m, spec in exp["methods"].items():
+                y = aggregate(recs, d, m, opts["y"])
+                x = aggregate(recs, d, m, opts["x_key"]) if opts.get("x_key") else {"mean": spec.get("x")}
+                if y is None or x is None or x["mean"] is None:
+                    continue
+                lines.setdefault(spec.get("series", method_label(exp, m)), []).append((float(x["mean"]), y["mean"]))
+        panels.append({k: sorted(v) for k, v in lines.items()})
+    return panels
+
+
+@RENDERERS.register("sweep")
+def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    opts = exp["render"]
+    groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
+    panels = sweep_points(exp, collect(results, exp), groups)
+    fig, axes = style.figure(len(panels))
+    for ax, datasets, lines in zip(axes[0], groups, panels):
+        for j, (series, pts) in enumerate(lines.items()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
+                    markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)])
+        ax.set_xscale("log" if opts.get("logx", True) else "linear")
+        if opts.get("logy"):
+            ax.set_yscale("log")
+        ax.set_xlabel(opts.get("xlabel", opts.get("x_key", "x")))
+        ax.set_ylabel(opts.get("ylabel", opts["y"]))
+        if not opts.get("x_key"):
+            ax.set_title(pretty(datasets[0]))
+        if lines:
+            ax.legend(frameon=False, fontsize=7)
+    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    fig.suptitle(title, fontsize=9)
+    paths = style.save(fig, out)
+    rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"
+            for ds, lines in zip(groups, panels) for s, pts in lines.items() for x, y in pts]
+    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n\n| panel | series | x | y |\n|---|---|---|---|\n"
+               + "\n".join(rows) + "\n")
+    write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
+                                            + H.foot(foot)))
+    return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]
