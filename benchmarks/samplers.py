@@ -17,6 +17,8 @@ run of this script. Writes benchmarks/out/samplers.{json,md,png}.
 
     python benchmarks/samplers.py                   # n = 10^3 .. 10^6 (about 10 min on 2 cores)
     python benchmarks/samplers.py --classes 10000   # one size
+    python benchmarks/samplers.py --name samplers_midx --dim 64 --classes 10000 100000 1000000 \
+        --samplers uniform unigram lsh midx_pq midx_rq midx_learn_pq rff --steps   # the MIDX issue's goals
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def table(rows: list[dict]) -> str:
     draws = [r for r in rows if r["kind"] == "draw"]
     steps = [r for r in rows if r["kind"] == "step"]
     ns = sorted({r["n"] for r in rows})
-    lines = ["## Draws: ms to draw m = 100 classes for each of B = 256 queries (d = 128); index build s in brackets",
+    d = rows[0]["d"] if rows else "?"
+    lines = [f"## Draws: ms to draw m = 100 classes for each of B = 256 queries (d = {d}); index build s in brackets",
              "", "| sampler | " + " | ".join(f"n = {n:,}" for n in ns) + " | per-draw time 10^6 / 10^4 |",
              "|---|" + "---|" * (len(ns) + 1)]
     name = lambda r: r["sampler"] + (f" ({r['variant']})" if r.get("variant") else "")  # noqa: E731
@@ -160,6 +163,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3, help="runs of every configuration; the fastest is kept")
     p.add_argument("--max-tree-gib", type=float, default=4.0)
+    p.add_argument("--dim", type=int, default=128, help="embedding dimension d")
+    p.add_argument("--name", default="samplers", help="output stem in benchmarks/out/")
+    p.add_argument("--no-tree-only", action="store_true", help="skip the pure-tree RFF variant")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.one:
@@ -168,11 +174,11 @@ def main() -> None:
     import xcbench.samplers  # noqa: F401
     from xcbench.registry import SAMPLERS
 
-    base = {"d": 128, "B": 256, "m": 100, "repeats": a.repeats, "max_tree_gib": a.max_tree_gib}
+    base = {"d": a.dim, "B": 256, "m": 100, "repeats": a.repeats, "max_tree_gib": a.max_tree_gib}
     cfgs = [{**base, "kind": "draw", "sampler": s, "n": n} for s in (a.samplers or SAMPLERS.names()) for n in a.classes]
     # the pure tree (every level by per-draw gathers): the O(D log n) path without the matmul shortcut
     cfgs += [{**base, "kind": "draw", "sampler": "rff", "variant": "tree only", "params": {"dense_nodes": 1}, "n": n}
-             for n in a.classes]
+             for n in a.classes if not a.no_tree_only]
     cfgs += [{**base, "kind": "step", "method": meth, "n": n, "repeats": max(2, a.repeats // 2) if meth == "full" else a.repeats}
              for meth in a.steps for n in a.classes]
     best: dict[int, dict] = {}
@@ -186,9 +192,9 @@ def main() -> None:
             best[i]["rounds"] = r + 1
     rows = [best[i] for i in range(len(cfgs))]
     OUT.mkdir(exist_ok=True)
-    (OUT / "samplers.json").write_text(json.dumps(rows, indent=1))
-    (OUT / "samplers.md").write_text(table(rows))
-    plot(rows, OUT / "samplers.png")
+    (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
+    (OUT / f"{a.name}.md").write_text(table(rows))
+    plot(rows, OUT / f"{a.name}.png")
     print(table(rows))
 
 

@@ -4,7 +4,9 @@
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
-not at this scale (the claim's dataset is not among the artifact's datasets at this scale).
+not at this scale (the claim's dataset is not among the artifact's datasets at this scale). A side
+may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
+{scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
 """
 
 from __future__ import annotations
@@ -21,18 +23,29 @@ from xcbench.reporting.labels import method_label, pretty
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
+REDUCE = {"min": min, "max": max}
+
+
 def _side(side: dict, recs: list[dict], dataset: str) -> float | None:
+    """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
+    several runs (e.g. 'below every static sampler' = below their minimum); None if any is missing."""
     if "value" in side:
         return float(side["value"])
-    a = aggregate(recs, side.get("dataset", dataset), side["method"], side["metric"])
-    return None if a is None else a["mean"]
+    vals = []
+    for m in side.get("methods", [side.get("method")]):
+        a = aggregate(recs, side.get("dataset", dataset), m, side["metric"])
+        if a is None:
+            return None
+        vals.append(a["mean"])
+    return REDUCE[side.get("reduce", "min")](vals)
 
 
 def _describe(side: dict, exp: dict) -> str:
     if "value" in side:
         return str(side["value"])
-    label = method_label(exp, side["method"]) if side["method"] in exp["methods"] else side["method"]
-    return f"{label} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
+    labels = [method_label(exp, m) if m in exp["methods"] else m for m in side.get("methods", [side.get("method")])]
+    who = labels[0] if len(labels) == 1 else f"{side.get('reduce', 'min')}({', '.join(labels)})"
+    return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
@@ -57,14 +70,15 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             else:
                 verdict = "held" if OPS[c["op"]](lv, factor * rv) else "not held"
                 ours = f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+            why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
             rows.append({"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"),
-                         "ours": ours, "verdict": verdict, "scale": scale,
+                         "ours": ours, "verdict": verdict + (f" ({why})" if why else ""), "scale": scale,
                          "check": f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"})
     return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows}
 
 
 def claims_markdown(res: dict) -> str:
-    n_held = sum(r["verdict"] == "held" for r in res["rows"])
+    n_held = sum(r["verdict"] == "held" for r in res["rows"])  # "not held (why)" counts as not held
     lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{len(res['rows'])} held.", "",
              "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "

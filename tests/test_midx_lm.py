@@ -1,0 +1,130 @@
+"""MIDX language-model pieces: the Transformer encoder, named encoders, per-dataset task params,
+tables grouped by encoder, sweep figures, claims against several runs, and the proposal KL."""
+
+import math
+
+import pytest
+import torch
+
+from xcbench.config import ConfigError, load_experiment, resolve_experiment
+from xcbench.features.transformer import TransformerLM
+from xcbench.heads.sampled_softmax import SampledSoftmax
+from xcbench.io import write_json, write_yaml
+from xcbench.model import build_model, encoder_config
+from xcbench.registry import RENDERERS
+from xcbench.reporting.claims import evaluate_claims
+from xcbench.reporting.collect import collect
+from xcbench.reporting.sweeps import sweep_points
+from xcbench.tasks.base import make_task
+
+
+def _tf(context=0):
+    return TransformerLM(50, torch.Generator().manual_seed(0), emb=16, layers=2, heads=2, ff=32, dropout=0.0,
+                         context=context).eval()
+
+
+def test_transformer_is_causal():
+    """Changing token t changes no output at a position before t, and changes the output at t."""
+    enc, g = _tf(), torch.Generator().manual_seed(1)
+    x = torch.randint(0, 50, (3, 10), generator=g)
+    x2 = x.clone()
+    x2[:, 6] = (x[:, 6] + 1) % 50
+    h, h2 = (enc(z)[0].view(3, 10, 16) for z in (x, x2))
+    assert torch.equal(h[:, :6], h2[:, :6]) and not torch.allclose(h[:, 6], h2[:, 6])
+
+
+def test_transformer_context_state_equals_the_whole_sequence():
+    """Chunks read with `context` carried tokens give the same outputs as one pass over the text."""
+    enc, x = _tf(context=4), torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(2))
+    whole = enc(x)[0].view(2, 8, 16)
+    state, parts = None, []
+    for s in (0, 4):
+        h, state = enc(x[:, s:s + 4], state)
+        parts.append(h.view(2, 4, 16))
+    assert torch.allclose(torch.cat(parts, 1), whole, atol=1e-5)
+    assert _tf()(x[:, :4])[1] is None  # no context: stateless evaluation, as trained
+
+
+def test_named_encoders_resolve_and_fail_with_the_names():
+    cfg = {"encoder": "T", "encoders": {"T": {"name": "transformer_lm", "emb": 8, "layers": 1, "heads": 2, "ff": 8},
+                                        "L": {"name": "lstm_lm", "emb": 8, "hidden": 8, "layers": 1}}}
+    assert encoder_config(cfg)["name"] == "transformer_lm"
+    m = build_model({**cfg, "encoder": "L"}, "full_softmax", {}, 30, 30, 0)
+    assert type(m.encoder).__name__ == "LSTMLM"
+    with pytest.raises(ConfigError, match="not among model.encoders"):
+        encoder_config({**cfg, "encoder": "GRU"})
+
+
+def test_per_dataset_task_params_override_the_experiment(prepared):
+    processed, entry = prepared("synthetic-lm-tiny")
+    exp = {"task": {"name": "lm", "params": {"bptt": 10}}, "per_dataset": {"synthetic-lm-tiny": {"task": {"params": {"bptt": 7}}}}}
+    assert make_task(exp, entry, processed, None, torch.device("cpu"), 0, dataset="synthetic-lm-tiny").T == 7
+    assert make_task(exp, entry, processed, None, torch.device("cpu"), 0, dataset="other").T == 10
+
+
+def test_midx_experiments_resolve_at_every_scale():
+    for art in ("table4", "table5", "fig3a", "fig3b", "fig7a", "fig7b"):
+        for scale in ("tiny", "quick", "paper"):
+            exp = resolve_experiment(load_experiment(f"config/experiments/midx/{art}.yaml"), scale)
+            assert exp["methods"], (art, scale)
+    t5 = resolve_experiment(load_experiment("config/experiments/midx/table5.yaml"), "paper")
+    assert set(t5["methods"]) == {"midx_pq", "midx_rq", "midx_learn_pq", "midx_learn_rq"}  # extends replaced them
+
+
+def _results(tmp_path, exp, values):
+    for (d, m), v in values.items():
+        write_json(tmp_path / exp["scale"] / exp["paper"] / exp["artifact"] / d / m / "seed0" / "metrics.json",
+                   {"metrics": v})
+    return tmp_path
+
+
+EXP = {"paper": "p", "artifact": "t", "title": "T", "scale": "quick", "datasets": ["d"], "seeds": [0],
+       "task": {"name": "lm", "params": {}}, "train": {"epochs": 1, "batch_size": 2, "lr": 0.1},
+       "model": {"encoder": "A", "encoders": {"A": {"name": "identity"}, "B": {"name": "identity"}}},
+       "methods": {"a_x": {"label": "X", "head": "h"}, "a_y": {"label": "Y", "head": "h"},
+                   "b_x": {"label": "X", "head": "h", "model": {"encoder": "B"}}}}
+
+
+def test_metric_table_groups_columns_by_encoder(tmp_path, catalogue):
+    exp = {**EXP, "render": {"kind": "table", "renderer": "metric_table", "percent": False, "column_key": "encoder",
+                             "metrics": [{"key": "ppl", "label": "PPL", "digits": 1}],
+                             "literature": [{"method": "X", "values": {"d": {"A": 1.5, "B": 2.5}}}]}}
+    res = _results(tmp_path, exp, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 20.0}, ("d", "b_x"): {"ppl": 30.0}})
+    RENDERERS.get("metric_table")(exp, str(res), str(tmp_path / "t"), catalogue)
+    md = (tmp_path / "t.md").read_text()
+    assert "| Method | d A PPL | d B PPL |" in md
+    assert "| X | 10.0 | 30.0 |" in md and "| Y | 20.0 | – |" in md and "| X (published) | 1.5 | 2.5 |" in md
+
+
+def test_sweep_points_follow_x_and_series(tmp_path):
+    exp = {**EXP, "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"},
+           "methods": {"p8": {"series": "pq", "x": 8}, "p32": {"series": "pq", "x": 32}, "r8": {"series": "rq", "x": 8}}}
+    res = _results(tmp_path, exp, {("d", "p32"): {"ppl": 5.0}, ("d", "p8"): {"ppl": 7.0}, ("d", "r8"): {"ppl": 6.0}})
+    assert sweep_points(exp, collect(res, exp), [["d"]]) == [{"pq": [(8.0, 7.0), (32.0, 5.0)], "rq": [(8.0, 6.0)]}]
+
+
+def test_claims_against_the_best_of_several_runs_and_why_not(tmp_path):
+    exp = {k: v for k, v in EXP.items() if k != "scale"}
+    exp["render"] = {"kind": "table", "renderer": "metric_table"}
+    write_yaml(tmp_path / "exps" / "t.yaml", exp)
+    res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 20.0}, ("d", "b_x"): {"ppl": 8.0}})
+    claims = {"paper": "p", "claims": [
+        {"id": "below_all", "text": "X below the others", "artifact": "t", "left": {"method": "a_x", "metric": "ppl"},
+         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "min", "metric": "ppl"},
+         "why_not": {"quick": "too short"}},
+        {"id": "below_worst", "text": "X below the worst", "artifact": "t", "left": {"method": "a_x", "metric": "ppl"},
+         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "max", "metric": "ppl"}}]}
+    write_yaml(tmp_path / "c.yaml", claims)
+    rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"]
+    assert [r["verdict"] for r in rows] == ["not held (too short)", "held"]
+    assert rows[0]["ours"] == "10 < 8"
+
+
+def test_kl_proposal_of_the_uniform_sampler_is_log_n_minus_entropy():
+    """KL(p || 1/n) = log n - H(p): the head's epoch metric against its closed form."""
+    g = torch.Generator().manual_seed(0)
+    head = SampledSoftmax(6, 40, g, sampler="uniform", m=5, tau=2.0, normalize=True)
+    h = torch.randn(9, 6, generator=g)
+    p = torch.softmax(head.scores(head._unit(h)).double(), 1)
+    want = (math.log(40) + (p * p.log()).sum(1)).mean().item()
+    assert head.epoch_metrics(h, torch.zeros(9, dtype=torch.long))["kl_proposal"] == pytest.approx(want, rel=1e-6)
