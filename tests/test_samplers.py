@@ -288,3 +288,16 @@ def test_learnable_codebooks_are_parameters_that_survive_a_checkpoint():
     U0 = t.U
     t.load_state_dict(s.state_dict())
     assert t.U is U0 and torch.equal(t.U, s.U) and torch.equal(t.V, s.V)  # same Parameter, new shape
+
+
+@pytest.mark.parametrize("name,kind", [("midx_pq", "pq"), ("midx_rq", "rq")])
+def test_midx_fitted_on_a_sample_of_classes_still_matches_brute_force(name, kind):
+    """Above points_per_codeword * K classes, Lloyd runs on a drawn subset; every class is then
+    assigned to its nearest codeword, and log q is still Theorem 2's exact distribution."""
+    g = torch.Generator().manual_seed(3)
+    E, h = torch.randn(N, D, generator=g), torch.randn(4, D, generator=g)
+    s = SAMPLERS.get(name)(N, K=4, tau=2.0, points_per_codeword=2)
+    assert s._fit_rows(N, g, E.device) is not None and len(s._fit_rows(N, g, E.device)) == 8
+    s.update(E, g)
+    got = s.log_prob(h, torch.arange(N).expand(4, -1)).double().exp()
+    assert torch.allclose(got, _midx_probs(s, h, E, kind), atol=1e-5)

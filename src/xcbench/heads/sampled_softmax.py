@@ -34,6 +34,9 @@ from torch import nn
 from xcbench.heads.base import Head
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
+from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
+
+FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
 
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
@@ -93,9 +96,14 @@ class SampledSoftmax(NormalizedSoftmax):
         self.m, self.sparse_grad, self.aux_weight = m, sparse_grad, aux_weight
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
+        # cumulative curves (samplers/frequency.py) after the first and the latest epoch: [stage, softmax|sampler, rank]
+        self.register_buffer("cdf", torch.zeros(2, 2, RANKS))
+        self.register_buffer("cdf_calls", torch.zeros((), dtype=torch.long))
+        self.register_buffer("order", torch.arange(n_classes))  # classes by decreasing training frequency
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
+        self.order = torch.argsort(stats["label_counts"].to(self.order.device), descending=True, stable=True)
 
     def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
         self.sampler.update(self._unit(self.E.detach()), gen)
@@ -110,7 +118,9 @@ class SampledSoftmax(NormalizedSoftmax):
     def epoch_metrics(self, h, y):
         """kl_proposal: mean over the probe queries of KL(softmax(o) || q(. | h)), the proposal's
         distance from the softmax it stands for (MIDX Table 5's KL loss; the same estimator for every
-        sampler), exact over all n classes. Omitted where q is 0 on a class (LSH)."""
+        sampler), exact over all n classes; omitted where q is 0 on a class (LSH). cdf_gap: the largest
+        gap between the softmax's and the draws' cumulative curves over classes by frequency
+        (samplers/frequency.py), whose curves `report` returns (MIDX Figure 5)."""
         if y.dim() != 1 or (self.sampler.needs_index and not self._built):
             return {}
         h, n, kl = self._unit(h), self.n_classes, []
@@ -120,7 +130,24 @@ class SampledSoftmax(NormalizedSoftmax):
             logq = self.sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()
             kl.append((logp.exp() * (logp - logq)).sum(1))
         v = torch.cat(kl).mean().item()
-        return {"kl_proposal": v} if math.isfinite(v) else {}
+        g = torch.Generator(device=h.device).manual_seed(0)
+        ids, _ = self.sampler.sample(h, FREQ_DRAWS, g)                                       # (B, S)
+        curves = cumulative_curves(self.scores(h), ids, self.order)                          # (2, R)
+        self.cdf[1] = curves
+        if self.cdf_calls == 0:
+            self.cdf[0] = curves
+        self.cdf_calls += 1
+        out = {"cdf_gap": (curves[0] - curves[1]).abs().max().item()}
+        return {**out, "kl_proposal": v} if math.isfinite(v) else out
+
+    def report(self) -> dict:
+        """The cumulative curves after the first and the last epoch (MIDX Figure 5)."""
+        if self.cdf_calls == 0:
+            return {}
+        r = ranks(self.n_classes).tolist()
+        c = self.cdf[:, :, : len(r)].tolist()
+        return {"cdf": {"ranks": r, "first": {"softmax": c[0][0], "sampler": c[0][1]},
+                        "last": {"softmax": c[1][0], "sampler": c[1][1]}}}
 
     def _cos(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """h (B, 1, d) against class rows `ids` (B, k): dots divided by the rows' norms when normalising,
