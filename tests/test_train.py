@@ -45,6 +45,17 @@ def test_interrupted_run_resumes_to_identical_metrics(tiny_xmc, tiny_exp, tmp_pa
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
 
 
+def test_finish_ends_a_cut_run_at_its_checkpoint(tiny_xmc, tiny_exp, tmp_path):
+    """`xcbench train --finish` (train.finish): a run cut after epoch 2 of 3 is tested as it stands."""
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=2)
+    tiny_exp["train"]["finish"] = True
+    m = _run(tiny_xmc, tiny_exp, tmp_path / "cut")
+    assert m["epochs"] == 2 and m["cut_short_after_epoch"] == 2 and len(m["curves"]["val_P@1"]) == 2
+    with pytest.raises(FileNotFoundError, match="no"):
+        _run(tiny_xmc, tiny_exp, tmp_path / "never_started")
+
+
 def test_different_seed_differs(tiny_xmc, tiny_exp, tmp_path):
     processed, feats, entry = tiny_xmc
     tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])

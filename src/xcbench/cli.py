@@ -69,6 +69,8 @@ def cmd_train(args) -> None:
         raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
                           f"{args.scale}; its methods: {', '.join(exp['methods'])}")
     device = pick_device(args.device)
+    if args.finish:
+        exp["train"] = {**exp.get("train", {}), "finish": True}
     entry = _entry(args)
     task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
                      dataset=args.dataset)
@@ -159,7 +161,9 @@ def parser() -> argparse.ArgumentParser:
     verb("train", cmd_train, D, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
          (["--method"], {"required": True}), (["--seed"], {"type": int, "default": 0}),
          (["--processed"], {"required": True}), (["--features"], {"default": None}),
-         (["--device"], {"default": "auto", "choices": ["auto", "cpu", "cuda"]}))
+         (["--device"], {"default": "auto", "choices": ["auto", "cpu", "cuda"]}),
+         (["--finish"], {"action": "store_true", "help": "end a run cut short (time limit) at its last checkpointed "
+                         "epoch: test the selected epoch and write the result; metrics.json says so"}))
     verb("render", cmd_render, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
          (["--results"], {"default": "results"}))
     verb("claims", cmd_claims, O, (["--claims"], {"required": True}), (["--experiments"], {"required": True}),

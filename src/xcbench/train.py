@@ -121,7 +121,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     loss_gen = torch_generator(seed, "loss", device)
     index_gen = torch_generator(seed, "index", device)
     seed_global(seed)
-    history, start, elapsed = [], 0, 0.0
+    history, start, elapsed, cut_short = [], 0, 0.0, None
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
     setup_head(model, task, device)
@@ -138,7 +138,11 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             select.load_state_dict(ck["select"])
         if ck.get("stopped"):
             start = epochs
+        elif train_cfg.get("finish"):  # cut short by the user (`xcbench train --finish`): no more epochs
+            cut_short, start = start, epochs
         print(f"resuming {out_dir} after epoch {start}/{epochs}")
+    elif train_cfg.get("finish"):
+        raise FileNotFoundError(f"{ckpt_path}: --finish ends a run from its checkpoint, and there is none")
     elif task.eval_at_start:
         model.eval()
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
@@ -190,7 +194,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     return {"test": test, "train": final_train, "history": history, "wall_time_s": elapsed,
             "time_per_epoch_s": float(np.mean(epoch_times)) if epoch_times else 0.0,
             "best_epoch": select.best_epoch if select else (history[-1]["epoch"] if history else 0),
-            "memory": memory_report(model, opt, device), "head": last}
+            "memory": memory_report(model, opt, device), "head": last, "cut_short_after_epoch": cut_short}
 
 
 def git_commit() -> str | None:
@@ -252,6 +256,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
                "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
                "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
                "memory": res["memory"], "head": res["head"], "n_classes": task.n_classes,
+               **({"cut_short_after_epoch": res["cut_short_after_epoch"]} if res["cut_short_after_epoch"] else {}),
                "log_n_classes": math.log(task.n_classes), **run_record(exp, dataset, method, seed, device)}
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
