@@ -124,15 +124,17 @@ class SampledSoftmax(NormalizedSoftmax):
         if y.dim() != 1 or (self.sampler.needs_index and not self._built):
             return {}
         h, n, kl = self._unit(h), self.n_classes, []
+        p_sum = torch.zeros(n, dtype=torch.float64, device=h.device)                         # sum of softmax rows
         for s in range(0, len(h), 256):
             hb = h[s:s + 256]                                                                 # (b, d)
             logp = torch.log_softmax(self.scores(hb).double(), 1)                             # (b, n)
             logq = self.sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()
             kl.append((logp.exp() * (logp - logq)).sum(1))
+            p_sum += logp.exp().sum(0)
         v = torch.cat(kl).mean().item()
         g = torch.Generator(device=h.device).manual_seed(0)
         ids, _ = self.sampler.sample(h, FREQ_DRAWS, g)                                       # (B, S)
-        curves = cumulative_curves(self.scores(h), ids, self.order)                          # (2, R)
+        curves = cumulative_curves(p_sum / len(h), ids, self.order)                          # (2, R)
         self.cdf[1] = curves
         if self.cdf_calls == 0:
             self.cdf[0] = curves

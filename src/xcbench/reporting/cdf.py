@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xcbench.io import write_text
 from xcbench.registry import RENDERERS
-from xcbench.reporting import html as H
 from xcbench.reporting import style
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import collect
-from xcbench.reporting.figures import LINESTYLES
+from xcbench.reporting.figures import LINESTYLES, figure_pages
 from xcbench.reporting.labels import method_label, pretty
 
 STAGES = {"first": "after epoch 1", "last": "after training"}
@@ -46,9 +44,6 @@ def proposal_cdf(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
-    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n\nLargest gap between a sampler's curve and its own "
-               "model's softmax curve:\n\n| dataset | stage | sampler | max gap |\n|---|---|---|---|\n"
-               + "\n".join(rows) + "\n")
-    write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
-                                            + H.foot(foot)))
-    return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]
+    return paths + figure_pages(out, title, foot, "Largest gap between a sampler's curve and its own model's "
+                                "softmax curve:\n\n| dataset | stage | sampler | max gap |\n|---|---|---|---|\n"
+                                + "\n".join(rows) + "\n")

@@ -52,8 +52,12 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     foot = footer(exp, catalogue)
     fig.suptitle(exp.get("title", exp["artifact"]), fontsize=9)
     paths = style.save(fig, out)
-    title = exp.get("title", exp["artifact"])
-    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n")
+    return paths + figure_pages(out, exp.get("title", exp["artifact"]), foot)
+
+
+def figure_pages(out: str, title: str, foot: str, extra_md: str = "") -> list[Path]:
+    """A figure's caption (markdown, with an optional table of its numbers) and its HTML page."""
+    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n" + (f"\n{extra_md}" if extra_md else ""))
     write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
                                             + H.foot(foot)))
-    return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]
+    return [Path(f"{out}.caption.md"), Path(f"{out}.html")]

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xcbench.io import write_text
 from xcbench.registry import RENDERERS
-from xcbench.reporting import html as H
 from xcbench.reporting import style
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import aggregate, collect
-from xcbench.reporting.figures import LINESTYLES, MARKERS
+from xcbench.reporting.figures import LINESTYLES, MARKERS, figure_pages
 from xcbench.reporting.labels import method_label, pretty
 
 
@@ -62,8 +60,4 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     paths = style.save(fig, out)
     rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"
             for ds, lines in zip(groups, panels) for s, pts in lines.items() for x, y in pts]
-    write_text(f"{out}.caption.md", f"**{title}** _{foot}_\n\n| panel | series | x | y |\n|---|---|---|---|\n"
-               + "\n".join(rows) + "\n")
-    write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
-                                            + H.foot(foot)))
-    return paths + [Path(f"{out}.caption.md"), Path(f"{out}.html")]
+    return paths + figure_pages(out, title, foot, "| panel | series | x | y |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")

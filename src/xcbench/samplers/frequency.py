@@ -21,15 +21,14 @@ def ranks(n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def cumulative_curves(logits: torch.Tensor, draws: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """(2, R) [softmax F_p, sampler F_q] at `ranks(n)` (padded with 1.0 to RANKS) from logits (Q, n),
-    draws (Q, S) and `order` (n,) the classes by decreasing training frequency."""
-    n = logits.shape[1]
+def cumulative_curves(p: torch.Tensor, draws: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """(2, R) [softmax F_p, sampler F_q] at `ranks(n)` (padded with 1.0 to RANKS) from the queries'
+    mean softmax p (n,), their draws (Q, S) and `order` (n,) the classes by decreasing training frequency."""
+    n = len(p)
     pos = torch.empty_like(order)
     pos[order] = torch.arange(n, device=order.device)                                               # rank of each class
-    p = torch.softmax(logits.double(), 1).mean(0)[order]                                           # (n,) by rank
     f = torch.bincount(pos[draws.flatten()], minlength=n).double() / draws.numel()                 # (n,) by rank
-    r = ranks(n).to(logits.device) - 1
-    out = torch.ones(2, RANKS, dtype=torch.float64, device=logits.device)
-    out[0, : len(r)], out[1, : len(r)] = p.cumsum(0)[r], f.cumsum(0)[r]
+    r = ranks(n).to(p.device) - 1
+    out = torch.ones(2, RANKS, dtype=torch.float64, device=p.device)
+    out[0, : len(r)], out[1, : len(r)] = p.double()[order].cumsum(0)[r], f.cumsum(0)[r]
     return out.float()

@@ -127,14 +127,14 @@ class MIDX(Sampler):
         cells = torch.multinomial(torch.softmax(L, 1), m, replacement=True, generator=gen)    # (B, m)
         u = torch.rand(cells.shape, generator=gen, device=h.device)
         ids = self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
-        # log q(i) = s_cell - log Z = L_cell - log |cell| - logsumexp(L): the same as log_prob, one pass
-        log_q = L.gather(1, cells) - self.count[cells].to(L.dtype).log() - torch.logsumexp(L, 1, keepdim=True)
-        return ids, log_q.float()
+        return ids, self._log_q(L, cells)
+
+    def _log_q(self, L: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """log q(i) = s_cell - log Z = L_cell - log |cell| - logsumexp(L), from the cell logits L."""
+        return (L.gather(1, cells) - self.count[cells].to(L.dtype).log() - torch.logsumexp(L, 1, keepdim=True)).float()
 
     def log_prob(self, h, ids):
-        s = self.cell_scores(h)                                                                # (B, K^2)
-        cell = self.a[ids] * self.K + self.b[ids]                                              # (B, m)
-        return (s.gather(1, cell) - torch.logsumexp(self._cell_logits(h), 1, keepdim=True)).float()
+        return self._log_q(self._cell_logits(h), self.a[ids] * self.K + self.b[ids])
 
 
 class ProductQuantized:
@@ -148,15 +148,14 @@ class ProductQuantized:
     def assign(self, c, U, V):
         """Nearest codewords (a, b) of c's halves."""
         d1 = U.shape[1]
-        return torch.cdist(c[:, :d1], U.detach()).argmin(1), torch.cdist(c[:, d1:], V.detach()).argmin(1)
+        return nearest(c[:, :d1], U.detach()), nearest(c[:, d1:], V.detach())
 
     def split(self, h):
         return h[:, : self.U.shape[1]], h[:, self.U.shape[1]:]
 
-    def quantized(self, a=None, b=None, U=None, V=None) -> torch.Tensor:
-        """Quantized class embeddings [u_a; v_b] (n, d) (by default the index's own)."""
-        U, V = (self.U if U is None else U), (self.V if V is None else V)
-        return torch.cat([U[self.a if a is None else a], V[self.b if b is None else b]], 1)
+    def quantized(self, a=None, b=None) -> torch.Tensor:
+        """Quantized class embeddings [u_a; v_b] (n, d) (by default the index's own assignments)."""
+        return torch.cat([self.U[self.a if a is None else a], self.V[self.b if b is None else b]], 1)
 
 
 class ResidualQuantized:
@@ -169,15 +168,14 @@ class ResidualQuantized:
         return U, a, V, b
 
     def assign(self, c, U, V):
-        a = torch.cdist(c, U.detach()).argmin(1)
-        return a, torch.cdist(c - U.detach()[a], V.detach()).argmin(1)
+        a = nearest(c, U.detach())
+        return a, nearest(c - U.detach()[a], V.detach())
 
     def split(self, h):
         return h, h
 
-    def quantized(self, a=None, b=None, U=None, V=None) -> torch.Tensor:
-        U, V = (self.U if U is None else U), (self.V if V is None else V)
-        return U[self.a if a is None else a] + V[self.b if b is None else b]                   # (n, d)
+    def quantized(self, a=None, b=None) -> torch.Tensor:
+        return self.U[self.a if a is None else a] + self.V[self.b if b is None else b]         # (n, d)
 
 
 @SAMPLERS.register("midx_pq")

@@ -39,7 +39,6 @@ class Learnable(MIDX):
         self.U, self.V = nn.Parameter(torch.zeros(0)), nn.Parameter(torch.zeros(0))
         self.chunk, self.queries, self.kl_weight = min(chunk, n_classes), queries, kl_weight
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # aux steps taken: the chunk's offset
-        self.last: dict[str, float] = {}
 
     def quantize(self, c, gen):
         if self.U.numel() == 0:  # first build: k-means initialises the codewords
@@ -64,7 +63,6 @@ class Learnable(MIDX):
         logp = torch.log_softmax(self.tau * hq @ c.T, 1)                                          # (B', S)
         logpt = torch.log_softmax(self.tau * hq @ ct.T, 1)
         kl = (logp.exp() * (logp - logpt)).sum(1).mean()
-        self.last = {"recon": recon.item(), "kl_chunk": kl.item()}
         return recon + self.kl_weight * kl
 
 
