@@ -40,7 +40,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
     opt = make_optimizer(model, train_cfg)
-    setup_head(model, task, device)
+    setup_head(model, task, device, train_cfg)
     model.train()
     t0 = time.perf_counter()
     model.head.on_epoch_start(0, torch_generator(seed, "index", device))

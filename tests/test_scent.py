@@ -59,7 +59,8 @@ def test_min_over_nu_of_minmin_objective_is_cross_entropy():
 @pytest.mark.parametrize("rule", sorted(DUALS.names()))
 @pytest.mark.parametrize("r_val,nu_val", [(80.0, -80.0), (-80.0, 80.0), (80.0, 80.0), (-80.0, -80.0)])
 def test_no_inf_or_nan_at_extremes(rule, r_val, nu_val):
-    params = {"scent": {"alpha": 1e5}, "sox": {"gamma": 0.1}, "sgd_dual": {"lr": 0.5}, "bsgd": {}}[rule]
+    params = {"scent": {"alpha": 1e5}, "sox": {"gamma": 0.1}, "sgd_dual": {"lr": 0.5}, "bsgd": {},
+              "umax": {"lr": 0.5, "delta": 1.0}, "asgd_softplus": {"lr": 0.5, "rho": 1e-3}}[rule]
     R, mask = _R(scale=1.0)
     R = R + r_val
     nu = torch.full((R.shape[0],), nu_val, dtype=torch.float64)
@@ -69,25 +70,126 @@ def test_no_inf_or_nan_at_extremes(rule, r_val, nu_val):
     assert torch.isfinite(r.loss(R, mask, new)).all()
 
 
-def test_sox_differs_from_scent_only_in_step():
+def test_sox_is_a_moving_average_and_scent_with_a_coupled_step():
     R, mask = _R(2)
     nu = torch.linspace(-2, 2, R.shape[0], dtype=torch.float64)
-    gamma = 0.3
-    sox = SOX(gamma).update(nu, R, mask)
-    for i in range(R.shape[0]):  # SCENT with alpha_i = gamma e^-nu_i, one example at a time
-        one = SCENT(gamma * math.exp(-nu[i].item())).update(nu[i:i + 1], R[i:i + 1], mask[i:i + 1])
-        assert sox[i].item() == pytest.approx(one.item(), abs=1e-12)
-    assert torch.allclose(sox, scent_step(nu, logmeanexp(R, mask), math.log(gamma) - nu))
-    # SOX is the moving average e^nu' = (e^nu + gamma m) / (1 + gamma)
+    g = 0.3
+    sox = SOX(g, schedule="constant").update(nu, R, mask)
     m = torch.exp(logmeanexp(R, mask))
-    assert torch.allclose(torch.exp(sox), (torch.exp(nu) + gamma * m) / (1 + gamma))
+    assert torch.allclose(torch.exp(sox), (1 - g) * torch.exp(nu) + g * m)   # the reference's update
+    for i in range(R.shape[0]):  # = SCENT with alpha_i = g/(1-g) e^-nu_i, one example at a time
+        one = SCENT(g / (1 - g) * math.exp(-nu[i].item())).update(nu[i:i + 1], R[i:i + 1], mask[i:i + 1])
+        assert sox[i].item() == pytest.approx(one.item(), abs=1e-12)
+    # the book's alpha = gamma e^-nu is the weight gamma / (1 + gamma)
+    gb = 0.5
+    assert torch.allclose(SOX(gb / (1 + gb), schedule="constant").update(nu, R, mask),
+                          scent_step(nu, logmeanexp(R, mask), math.log(gb) - nu))
+    # weight 1 resets nu to log m (the schedule's first value)
+    assert torch.allclose(SOX(1.0, schedule="constant").update(nu, R, mask), torch.log(m))
+
+
+def test_sox_gamma_follows_the_reference_cosine_schedule():
+    """g_t = g_T + (1 - g_T)(1 + cos(pi t/T))/2 for t = 1..T, hand-computed for T = 4, g_T = 1e-5."""
+    sox = SOX(1e-5)
+    expected = {1: 0.8535548551, 2: 0.500005, 3: 0.1464551449, 4: 1e-5}
+    for t, g in expected.items():
+        sox.set_progress(t, 4)
+        assert sox.gamma == pytest.approx(g, rel=1e-9)
+    # the head advances it from the step counter: step 20 with 10 steps per epoch starts epoch 3
+    head = MinMinCE(3, 10, torch.Generator().manual_seed(0), dual="sox", dual_params={"gamma": 1e-5})
+    head.setup({"n_train": 40, "epochs": 4, "steps_per_epoch": 10, "batch_size": 4})
+    head.on_epoch_start(20, None)
+    assert head.rule.gamma == pytest.approx(expected[3], rel=1e-9)
+    assert SOX(0.2, schedule="constant").gamma == 0.2
+
+
+def test_umax_steps_then_resets_nu_that_fell_more_than_delta_below():
+    R = torch.log(torch.tensor([[2.0, 4.0], [2.0, 4.0], [1.0, 1.0]], dtype=torch.float64))   # m = 3, 3, 1
+    mask = torch.ones_like(R, dtype=torch.bool)
+    nu = torch.tensor([-1.0, math.log(3.0) - 0.5, 5.0], dtype=torch.float64)
+    rule = DUALS.get("umax")(lr=0.1, delta=1.0, schedule="constant")
+    got = rule.update(nu, R, mask)
+    # step: nu - 0.1 (1 - m e^-nu) = -1 + 0.1 (3e - 1) = -0.28, log 3 - 0.5 - 0.1 (1 - e^0.5), 5 - 0.1 (1 - e^-5)
+    step1 = math.log(3.0) - 0.5 - 0.1 * (1 - math.exp(0.5))
+    assert got[0].item() == pytest.approx(math.log(3.0))     # -0.28 < log 3 - 1 = 0.10: reset to log m
+    assert got[1].item() == pytest.approx(step1)              # within delta: kept
+    assert got[2].item() == pytest.approx(5 - 0.1 * (1 - math.exp(-5.0)))
+    assert rule.loss_at_updated
+
+
+def test_asgd_softplus_against_hand_computed_update_and_loss():
+    R = torch.log(torch.tensor([[1.0, 3.0]], dtype=torch.float64))
+    mask = torch.ones_like(R, dtype=torch.bool)
+    nu = torch.zeros(1, dtype=torch.float64)
+    rule = DUALS.get("asgd_softplus")(lr=0.1, rho=0.5, schedule="constant")
+    # s = z / (1 + rho z) = 1/1.5, 3/2.5; nu' = 0 - 0.1 (1 - mean s)
+    assert rule.update(nu, R, mask).item() == pytest.approx(-0.1 * (1 - (1 / 1.5 + 3 / 2.5) / 2), abs=1e-12)
+    assert rule.loss(R, mask, nu).item() == pytest.approx((math.log(1.5) + math.log(2.5)) / 2 / 0.5, abs=1e-12)
+    # the step is a gradient step on f(nu) = nu + (1/rho) mean_j log(1 + rho e^(R_j - nu))
+    f = lambda v: v + rule.loss(R, mask, torch.tensor([v], dtype=torch.float64)).item()  # noqa: E731
+    grad = (f(1e-6) - f(-1e-6)) / 2e-6
+    assert rule.update(nu, R, mask).item() == pytest.approx(-0.1 * grad, abs=1e-8)
+    assert not rule.loss_at_updated
+
+
+@pytest.mark.parametrize("rule,params", [("sgd_dual", {"lr": 0.7}), ("umax", {"lr": 0.7, "delta": 1.0}),
+                                         ("asgd_softplus", {"lr": 0.7, "rho": 0.01})])
+def test_sgd_rules_decay_their_step_by_cosine_to_zero(rule, params):
+    r = DUALS.get(rule)(**params)
+    r.set_progress(2, 4)
+    assert r.lr == pytest.approx(0.35)
+    r.set_progress(4, 4)
+    assert r.lr == pytest.approx(0.0, abs=1e-15)
+
+
+@pytest.mark.parametrize("rule,params", [("sgd_dual", {"lr": 0.3, "schedule": "constant"}),
+                                         ("scent", {"alpha": 2.0}), ("sox", {"gamma": 0.4, "schedule": "constant"})])
+def test_head_initialises_nu_at_first_visit_and_reads_the_rules_nu_in_the_loss(rule, params):
+    """First visit: nu = logmeanexp R (the reference code); later: the rule's update; the W-loss reads
+    the updated nu for SCENT/SOX and the old one for SGD on the dual."""
+    g = torch.Generator().manual_seed(4)
+    head = MinMinCE(3, 12, g, dual=rule, dual_params=params, init_std=1.0)
+    head.setup({"n_train": 6})
+    h, y, idx = torch.randn(6, 3, generator=g), torch.tensor([0, 3, 5, 7, 9, 11]), torch.arange(6)
+    R, mask = head.shifted_logits(h, y)
+    R = R.detach()
+    lme = logmeanexp(R, mask)
+    loss1 = head.loss(h, y, idx, None)
+    assert torch.allclose(head.nu, lme) and head.seen.all()
+    assert loss1.item() == pytest.approx(head.rule.loss(R, mask, lme).mean().item(), rel=1e-6)
+    h2 = 1.5 * h  # other logits on the second visit, so the old and the updated nu differ
+    R2 = head.shifted_logits(h2, y)[0].detach()
+    loss2 = head.loss(h2, y, idx, None)
+    new = head.rule.update(lme, R2, mask)
+    assert torch.allclose(head.nu, new) and not torch.allclose(new, lme)
+    read = new if head.rule.loss_at_updated else lme
+    assert loss2.item() == pytest.approx(head.rule.loss(R2, mask, read).mean().item(), rel=1e-6)
+    zero = MinMinCE(3, 12, torch.Generator().manual_seed(4), dual=rule, dual_params=params, nu_init="zero")
+    zero.setup({"n_train": 6})
+    zero.loss(h, y, idx, None)
+    Rz, _ = zero.shifted_logits(h, y)
+    assert torch.allclose(zero.nu, zero.rule.update(torch.zeros(6, dtype=torch.float64), Rz.detach(), mask))
+
+
+def test_inbatch_mass_is_the_share_of_wrong_class_mass_on_batch_labels():
+    g = torch.Generator().manual_seed(5)
+    head = MinMinCE(4, 9, g, init_std=1.0)
+    head.setup({"n_train": 6, "batch_size": 3})
+    h, y = torch.randn(6, 4, generator=g), torch.tensor([1, 4, 4, 0, 2, 8])
+    p = torch.softmax((h @ head.W.T).double().detach(), 1)
+    ref = []
+    for s in (0, 3):
+        for i in range(s, s + 3):
+            others = set(y[s:s + 3].tolist()) - {y[i].item()}
+            ref.append(sum(p[i, j].item() for j in others) / (1 - p[i, y[i]].item()))
+    assert head.epoch_metrics(h, y)["inbatch_mass"] == pytest.approx(sum(ref) / 6, rel=1e-9)
 
 
 def test_sgd_dual_and_bsgd_formulas():
     R, mask = _R(3)
     nu = torch.zeros(R.shape[0], dtype=torch.float64)
     mean = torch.stack([torch.exp(R[i][mask[i]]).mean() for i in range(len(nu))])
-    assert torch.allclose(DUALS.get("sgd_dual")(lr=0.2).update(nu, R, mask), nu - 0.2 * (1 - mean))
+    assert torch.allclose(DUALS.get("sgd_dual")(lr=0.2, schedule="constant").update(nu, R, mask), nu - 0.2 * (1 - mean))
     lse = torch.stack([torch.logsumexp(R[i][mask[i]], 0) for i in range(len(nu))])
     assert torch.allclose(DUALS.get("bsgd")().loss(R, mask, nu), lse)
 

@@ -73,9 +73,14 @@ def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dic
     return spec, train_cfg, deep_merge(exp.get("model", {}), spec.get("model", {}))
 
 
-def setup_head(model: Model, task, device: torch.device) -> None:
-    """Hand the task's training statistics (label counts, ...) to the head, on `device`."""
-    model.head.setup({k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()})
+def setup_head(model: Model, task, device: torch.device, train_cfg: dict | None = None) -> None:
+    """Hand the task's training statistics (label counts, ...) to the head, on `device`, with the
+    run's length (`epochs`, `steps_per_epoch`, `batch_size`) for heads with per-epoch schedules."""
+    stats = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()}
+    if train_cfg:
+        bs = int(train_cfg["batch_size"])
+        stats.update(epochs=int(train_cfg["epochs"]), steps_per_epoch=task.n_train_batches(bs), batch_size=bs)
+    model.head.setup(stats)
 
 
 def make_optimizer(model: nn.Module, train_cfg: dict) -> torch.optim.Optimizer:
@@ -124,7 +129,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     history, start, elapsed, cut_short = [], 0, 0.0, None
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
-    setup_head(model, task, device)
+    setup_head(model, task, device, train_cfg)
     if ckpt_path.exists():
         ck = torch.load(ckpt_path, weights_only=True, map_location=device)
         model.load_state_dict(ck["model"])

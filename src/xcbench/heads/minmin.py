@@ -5,12 +5,18 @@ For a batch of B examples with labels y (the multiset Y_t), features h and class
     Q   = H W[Y_t]^T                       (B, B): every example against every in-batch label
     R_ij = Q_ij - w_{y_i}.h_i,  j != i     (the B - 1 other positions: a multiset of negatives;
                                             positions sharing y_i give R = 0, like j = y_i in the sum)
-    nu_i <- rule.update(nu_i, R_i)         (closed form / step of the chosen DUALS rule)
-    loss = (1/B) sum_i rule.loss(R_i, nu_i)
+    nu_i <- rule.update(nu_i, R_i)         (closed form / step of the chosen DUALS rule; at an
+                                            example's first visit nu_i = logmeanexp_j R_ij instead,
+                                            as the reference code does: `nu_init: first_visit`)
+    loss = (1/B) sum_i rule.loss(R_i, nu_i)  (nu after or before the update: rule.loss_at_updated)
+The rule's per-epoch schedules (SOX's gamma, the SGD rules' step) advance in `on_epoch_start`.
 W[Y_t] is read through `F.embedding(..., sparse=True)`, so the gradient of W is a sparse tensor
 holding only the rows of C_t (the unique batch labels); `row_sgd` then updates those rows and
 their momentum only. nu is a float64 buffer indexed by example id, checkpointed with the model.
-Evaluation uses the full scores h W^T.
+Evaluation uses the full scores h W^T. Per epoch the head reports `inbatch_mass`: on the probe
+batch cut into training-size batches, the share of each example's full-softmax mass over wrong
+classes that falls on its batch's labels (near 1: in-batch negatives represent the full softmax well;
+(B-1)/(K-1) at uniform scores).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xcbench.heads.base import Head
-from xcbench.optim.duals import DUALS
+from xcbench.optim.duals import DUALS, logmeanexp
 from xcbench.registry import HEADS
 
 
@@ -29,11 +35,16 @@ class MinMinCE(Head):
     multi_label = False
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, dual: str = "scent",
-                 dual_params: dict | None = None, init_std: float = 0.01) -> None:
+                 dual_params: dict | None = None, init_std: float = 0.01, nu_init: str = "first_visit") -> None:
         super().__init__(in_dim, n_classes, gen)
+        if nu_init not in ("first_visit", "zero"):
+            raise ValueError(f"minmin_ce: nu_init must be 'first_visit' or 'zero', got {nu_init!r}")
         self.rule = DUALS.get(dual)(**(dual_params or {}))
+        self.first_visit = nu_init == "first_visit"
         self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * init_std)        # (K, d)
         self.register_buffer("nu", torch.zeros(0, dtype=torch.float64))
+        self.register_buffer("seen", torch.zeros(0, dtype=torch.bool))
+        self.epochs, self.steps_per_epoch, self.batch_size = 1, 1, 2
 
     def class_embeddings(self) -> nn.Parameter:
         return self.W
@@ -41,6 +52,13 @@ class MinMinCE(Head):
     def setup(self, stats: dict) -> None:
         if self.nu.numel() != stats["n_train"]:
             self.nu = torch.zeros(stats["n_train"], dtype=torch.float64, device=self.W.device)
+            self.seen = torch.zeros(stats["n_train"], dtype=torch.bool, device=self.W.device)
+        self.epochs = int(stats.get("epochs", 1))
+        self.steps_per_epoch = max(1, int(stats.get("steps_per_epoch", 1)))
+        self.batch_size = int(stats.get("batch_size", 2))
+
+    def on_epoch_start(self, step: int, gen: torch.Generator) -> None:
+        self.rule.set_progress(step // self.steps_per_epoch + 1, self.epochs)
 
     def shifted_logits(self, h: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         Wy = F.embedding(y, self.W, sparse=True)                                               # (B, d)
@@ -51,10 +69,34 @@ class MinMinCE(Head):
 
     def loss(self, h, y, idx, gen):
         R, mask = self.shifted_logits(h, y)
+        nu = None
         if self.rule.uses_nu:
             with torch.no_grad():
-                self.nu[idx] = self.rule.update(self.nu[idx], R.detach(), mask)
-        return self.rule.loss(R, mask, self.nu[idx]).mean().float()
+                old = self.nu[idx]                                                             # (B,)
+                new = self.rule.update(old, R.detach(), mask)
+                if self.first_visit:
+                    first = ~self.seen[idx]
+                    lme = logmeanexp(R.detach(), mask)
+                    new, old = torch.where(first, lme, new), torch.where(first, lme, old)
+                    self.seen[idx] = True
+                self.nu[idx] = new
+                nu = new if self.rule.loss_at_updated else old
+        return self.rule.loss(R, mask, nu).mean().float()
+
+    @torch.no_grad()
+    def epoch_metrics(self, h, y):
+        B = min(self.batch_size, len(y))
+        shares = []
+        for s in range(0, len(y) - B + 1, B):
+            o = self.scores(h[s:s + B]).double()                                               # (B, K)
+            p = torch.softmax(o, 1)
+            yb = y[s:s + B]
+            wrong = 1.0 - p.gather(1, yb.unsqueeze(1)).squeeze(1)                              # (B,)
+            inb = torch.zeros_like(p, dtype=torch.bool)
+            inb[:, yb] = True
+            inb[torch.arange(B), yb] = False
+            shares.append((p * inb).sum(1) / wrong.clamp(min=1e-300))
+        return {"inbatch_mass": torch.cat(shares).mean().item()} if shares else {}
 
     def scores(self, h):
         return h @ self.W.T                                                                    # (B, K)
