@@ -59,3 +59,43 @@ def test_faces_verification_identities_disjoint(tmp_path, catalogue):
             own = unit(xv[others].mean(0)) @ unit(xv[i])
             gaps.append(own - (train_means @ unit(xv[i])).max())
         assert np.median(gaps) > 0.05
+
+
+def test_lazy_faces_equal_eager_ones(tmp_path, catalogue):
+    """Rows generated per batch from the stored model equal the eagerly generated arrays, in any order,
+    and the multiclass task serves the same batches and evaluation rows from either."""
+    import torch
+
+    from xcbench.data.faces import FaceModel, LazyRows, counter_normal
+    from xcbench.tasks.base import make_task
+
+    entry = catalogue["synthetic-faces-tiny"]
+    lazy_entry = {**entry, "name": "lazy", "params": {**entry["params"], "lazy": True}}
+    generate(entry, tmp_path / "eager")
+    generate(lazy_entry, tmp_path / "lazy")
+    assert (tmp_path / "lazy" / "faces.npz").stat().st_size < 2000   # the model, not the rows
+    m_e = prepare(entry, tmp_path / "eager", tmp_path / "e.npz")
+    m_l = prepare(lazy_entry, tmp_path / "lazy", tmp_path / "l.npz")
+    assert {k: m_e[k] for k in ("n_classes", "dim", "n_train", "n_val", "n_test")} == \
+           {k: m_l[k] for k in ("n_classes", "dim", "n_train", "n_val", "n_test")}
+    with np.load(tmp_path / "eager" / "faces.npz") as z:
+        x_train, y_train = z["train_x"], z["train_y"]
+    model = FaceModel(**entry["params"])
+    rows = LazyRows(model, "train")
+    k = np.array([999, 3, 500, 3, 0])
+    assert torch.equal(rows[torch.from_numpy(k)], torch.from_numpy(x_train[k]))
+    assert torch.equal(rows[10:20], torch.from_numpy(x_train[10:20]))
+    assert np.array_equal(model.labels("train"), y_train)
+    # counter-based normals: a row's values do not depend on which other rows are drawn with it
+    a = counter_normal(7, np.arange(100), 8)
+    assert np.array_equal(a[[42, 5]], counter_normal(7, np.array([42, 5]), 8))
+    assert abs(a.mean()) < 0.1 and abs(a.std() - 1) < 0.1
+    exp = {"task": {"name": "multiclass", "params": {"eval_train_size": 100, "eval_val_size": 60}}}
+    te = make_task(exp, entry, str(tmp_path / "e.npz"), None, torch.device("cpu"), 0)
+    tl = make_task(exp, lazy_entry, str(tmp_path / "l.npz"), None, torch.device("cpu"), 0)
+    be = next(iter(te.train_batches(16, torch.Generator().manual_seed(0))))
+    bl = next(iter(tl.train_batches(16, torch.Generator().manual_seed(0))))
+    assert all(torch.allclose(u, v) for u, v in zip(be, bl))
+    for s in ("train", "val", "test"):
+        assert all(torch.allclose(u, v) for u, v in zip(te.eval_xy[s], tl.eval_xy[s]))
+    assert len(te.eval_xy["val"][1]) == 60 and len(te.eval_xy["train"][1]) == 100

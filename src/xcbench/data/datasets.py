@@ -20,6 +20,7 @@ import scipy.sparse as sp
 import torch
 
 from xcbench.data import readers
+from xcbench.data.faces import FaceModel
 from xcbench.io import atomic_path
 from xcbench.registry import READERS
 from xcbench.seed import numpy_generator
@@ -150,5 +151,9 @@ def _prepare_implicit_mat(entry: dict, raw: Path) -> tuple[dict, dict]:
 def _prepare_dense(entry: dict, raw: Path) -> tuple[dict, dict]:
     with np.load(raw / entry["splits"]["all"], allow_pickle=False) as z:
         arrays = dict(z.items())
+    if "lazy_spec" in arrays:  # rows generated on demand (data/faces.py): sizes from the model
+        model = FaceModel(**json.loads(str(arrays["lazy_spec"])))
+        return arrays, {"n_classes": model.n_ids, "dim": model.dim, "lazy": True,
+                        **{f"n_{s}": model.size(s) for s in model.per_id}}
     return arrays, {"n_classes": int(arrays["train_y"].max()) + 1, "dim": int(arrays["train_x"].shape[1]),
                     **{f"n_{k[:-2]}": int(len(v)) for k, v in arrays.items() if k.endswith("_y")}}

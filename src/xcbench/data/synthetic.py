@@ -9,7 +9,9 @@ readers, `prepare` and feature extraction are exercised exactly as on real data.
   embeddings, b Zipfian word log-frequencies), so labels are learnable from the words.
 - `synthetic-faces`: identities mu_c on the unit sphere in R^r, a fixed random two-layer tanh
   observation map f: R^r -> R^d, samples x = f(normalise(mu_c + sigma eps)); identities for
-  verification are disjoint from the training identities (DESIGN.md section 5).
+  verification are disjoint from the training identities (DESIGN.md section 5). Every row is a
+  pure function of (seed, split, index) (data/faces.py); `lazy: true` stores only the model, and
+  batches generate their rows (the 360K-identity set).
 - `synthetic-lm`: a Zipfian bigram source: with prob lam the next word is drawn from the unigram
   Zipf law, else from the previous word's own sparse successor distribution.
 - `synthetic-seq`: latent user/item model: next item ~ softmax((u + v_prev) . v_i / T + b_i).
@@ -22,12 +24,14 @@ readers, `prepare` and feature extraction are exercised exactly as on real data.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from xcbench.data.faces import FaceModel
 from xcbench.io import atomic_path
 from xcbench.registry import GENERATORS
 from xcbench.seed import numpy_generator, torch_generator
@@ -79,29 +83,17 @@ def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int
 
 @GENERATORS.register("synthetic-faces")
 def synthetic_faces(out: Path, seed: int, n_ids: int, dim: int, per_id: dict, n_verif_ids: int,
-                    per_verif_id: int = 4, latent_dim: int = 64, hidden: int = 256,
-                    sigma: float = 0.35) -> list[str]:
-    rng = numpy_generator(seed, "synthetic-faces")
-    A1 = rng.standard_normal((latent_dim, hidden)) / np.sqrt(latent_dim)
-    A2 = rng.standard_normal((hidden, dim)) / np.sqrt(hidden)
-
-    def observe(mu: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        z = mu[ids] + sigma / np.sqrt(latent_dim) * rng.standard_normal((len(ids), latent_dim))
-        z /= np.linalg.norm(z, axis=1, keepdims=True)
-        return (np.tanh(z @ A1 * 2.0) @ A2).astype(np.float32)
-
-    def centres(n: int) -> np.ndarray:
-        mu = rng.standard_normal((n, latent_dim))
-        return mu / np.linalg.norm(mu, axis=1, keepdims=True)
-
-    mu = centres(n_ids)
-    arrays = {}
-    for split, m in per_id.items():  # e.g. {"train": 20, "val": 2, "test": 2}
-        y = np.repeat(np.arange(n_ids), m)
-        arrays[f"{split}_x"] = np.concatenate([observe(mu, y[s:s + 65536]) for s in range(0, len(y), 65536)])
-        arrays[f"{split}_y"] = y
-    yv = np.repeat(np.arange(n_verif_ids), per_verif_id)
-    arrays["verif_x"], arrays["verif_y"] = observe(centres(n_verif_ids), yv), yv
+                    per_verif_id: int = 4, latent_dim: int = 64, hidden: int = 256, sigma: float = 0.35,
+                    lazy: bool = False) -> list[str]:
+    params = dict(seed=seed, n_ids=n_ids, dim=dim, per_id=per_id, n_verif_ids=n_verif_ids, per_verif_id=per_verif_id,
+                  latent_dim=latent_dim, hidden=hidden, sigma=sigma)
+    model = FaceModel(**params)
+    if lazy:  # rows are generated when a batch asks for them (data/faces.py): store the model only
+        arrays = {"lazy_spec": np.array(json.dumps(params, sort_keys=True))}
+    else:
+        arrays = {}
+        for split in (*per_id, "verif"):
+            arrays[f"{split}_x"], arrays[f"{split}_y"] = model.split_arrays(split)
     with atomic_path(out / "faces.npz") as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)

@@ -10,7 +10,7 @@ DATASETS = {
     "synthetic-xmc-tiny": "Synthetic-XMC (tiny)",
     "synthetic-xmc-10k": "Synthetic-XMC-10K",
     "synthetic-faces-tiny": "Synthetic faces (tiny)",
-    "synthetic-faces-5k": "Synthetic faces 5K",
+    "synthetic-faces-40k": "Synthetic faces 40K",
     "synthetic-faces-360k": "Synthetic faces 360K",
     "ptb": "PTB",
     "wikitext-2": "WikiText-2",

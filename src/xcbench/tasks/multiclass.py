@@ -8,17 +8,22 @@ Two sources of data:
   `split_seed`; the validation rows are a `val_frac` share of the training rows (same seed).
 Features are rescaled by one global factor so that the mean squared row norm on the training split
 equals the dimension d (tf-idf+SVD rows have norm <= 1, face features ~sqrt(d/2): one learning
-rate then suits both sources; directions and relative norms are unchanged). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
+rate then suits both sources; directions and relative norms are unchanged; for rows generated per
+batch (`lazy` synthetic faces) the mean is taken over a fixed sample of 65,536 training rows). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
 never held) and top-1 accuracy on a fixed training subset (`eval_train_size` examples drawn with
-`split_seed`) and on the validation split; the curves start before the first update (epoch 0).
+`split_seed`) and on the validation split (all of it, or a fixed `eval_val_size` subset, also used for
+test); the curves start before the first update (epoch 0).
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import torch
 
 from xcbench.data.datasets import load_npz, split_rows
+from xcbench.data.faces import FaceModel, LazyRows
 from xcbench.registry import TASKS
 from xcbench.seed import numpy_generator
 from xcbench.tasks.base import Param, Task, shuffled_batches
@@ -33,11 +38,19 @@ def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generato
     return X[torch.from_numpy(rows[keep])], torch.from_numpy(Ys.indices[pick].astype(np.int64))
 
 
+def _subset(n: int, k: int, seed: int, purpose: str) -> torch.Tensor:
+    """A fixed sorted random subset of k of range(n) (all of it, in order, when k = n)."""
+    if k >= n:
+        return torch.arange(n)
+    return torch.from_numpy(np.sort(numpy_generator(seed, purpose).permutation(n)[:k]))
+
+
 @TASKS.register("multiclass")
 class MultiClassTask(Task):
     PARAMS = {"val_frac": Param(float, 0.1, "validation share of the training rows (multi-label sources)"),
               "split_seed": Param(int, 0, "seed of the validation split and of the label picked per row"),
-              "eval_train_size": Param(int, 10000, "size of the fixed training subset evaluated per epoch")}
+              "eval_train_size": Param(int, 10000, "size of the fixed training subset evaluated per epoch"),
+              "eval_val_size": Param(int, 0, "size of the fixed validation (and test) subset evaluated; 0: all")}
     eval_splits = ("train", "val")
     eval_at_start = True
 
@@ -46,7 +59,13 @@ class MultiClassTask(Task):
         arrays, meta = load_npz(processed)
         self.device = device
         split_seed = params["split_seed"]
-        if "train_x" in arrays:
+        if "lazy_spec" in arrays:  # synthetic faces generated per batch (data/faces.py)
+            model = FaceModel(**json.loads(str(arrays["lazy_spec"])))
+            self.x = {s: LazyRows(model, s) for s in ("train", "val", "test")}
+            self.y = {s: torch.from_numpy(model.labels(s)) for s in ("train", "val", "test")}
+            self.n_classes = model.n_ids
+            how = "validation samples held out per class by the generator; rows generated per batch"
+        elif "train_x" in arrays:
             self.x = {s: torch.from_numpy(arrays[f"{s}_x"]).float() for s in ("train", "val", "test")}
             self.y = {s: torch.from_numpy(arrays[f"{s}_y"]).long() for s in ("train", "val", "test")}
             self.n_classes = int(meta["n_classes"])
@@ -63,16 +82,24 @@ class MultiClassTask(Task):
                 self.x[s], self.y[s] = pick_one_label(X, Y, rows, rng)
             self.n_classes = int(meta["n_labels"])
             how = "multi-label reduced to multi-class: one uniformly drawn positive label per row"
-        scale = (self.x["train"].shape[1] / self.x["train"].square().sum(1).mean().clamp(min=1e-12)).sqrt()
-        self.x = {s: v * scale for s, v in self.x.items()}
         n = len(self.y["train"])
         k = min(n, params["eval_train_size"])
-        self.eval_train = torch.from_numpy(np.sort(numpy_generator(split_seed, "eval-train").permutation(n)[:k]))
+        self.eval_rows = {"train": _subset(n, k, split_seed, "eval-train")}
+        for s in ("val", "test"):
+            nv = len(self.y[s])
+            self.eval_rows[s] = _subset(nv, min(nv, params["eval_val_size"] or nv), split_seed, f"eval-{s}")
+        lazy = isinstance(self.x["train"], LazyRows)
+        ref = self.x["train"][_subset(n, min(n, 65536), split_seed, "scale")] if lazy else self.x["train"]
+        scale = (ref.shape[1] / ref.square().sum(1).mean().clamp(min=1e-12)).sqrt()
+        self.x = {s: v * scale for s, v in self.x.items()}
+        # the evaluated rows, held once (a lazy source would regenerate them every epoch)
+        self.eval_xy = {s: (self.x[s][r], self.y[s][r]) for s, r in self.eval_rows.items()}
         self.in_dim = self.x["train"].shape[1]
         self.stats = {"label_counts": torch.bincount(self.y["train"], minlength=self.n_classes), "n_train": n}
         self.info = {"n_train": n, "n_val": len(self.y["val"]), "n_test": len(self.y["test"]),
                      "n_classes": self.n_classes, "in_dim": self.in_dim, "split_seed": split_seed,
-                     "eval_train_size": k, "split": how}
+                     "eval_train_size": k, "eval_val_size": len(self.eval_rows["val"]),
+                     "eval_test_size": len(self.eval_rows["test"]), "split": how}
 
     def n_train_batches(self, batch_size: int) -> int:
         return len(self.y["train"]) // batch_size
@@ -88,8 +115,7 @@ class MultiClassTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model, split):
-        x, y = (self.x["train"][self.eval_train], self.y["train"][self.eval_train]) if split == "train" \
-            else (self.x[split], self.y[split])
+        x, y = self.eval_xy[split]
         bs = max(1, (1 << 24) // self.n_classes)
         ce = correct = 0.0
         for s in range(0, len(y), bs):
