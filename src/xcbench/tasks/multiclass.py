@@ -53,6 +53,7 @@ class MultiClassTask(Task):
               "eval_val_size": Param(int, 0, "size of the fixed validation (and test) subset evaluated; 0: all")}
     eval_splits = ("train", "val")
     eval_at_start = True
+    probe_size = 1024   # >= the paper's batch: the SCENT head's in-batch mass is measured on batches of that size
 
     def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
                  seed: int) -> None:
@@ -105,8 +106,10 @@ class MultiClassTask(Task):
         return len(self.y["train"]) // batch_size
 
     def probe_batch(self):
-        P = min(self.probe_size, len(self.y["train"]))
-        return self.x["train"][:P].to(self.device), self.y["train"][:P].to(self.device)
+        """The first `probe_size` rows of the evaluated training subset: random examples (the training
+        split is ordered by class, so its first rows would be a few classes repeated)."""
+        x, y = self.eval_xy["train"]
+        return x[:self.probe_size].to(self.device), y[:self.probe_size].to(self.device)
 
     def train_batches(self, batch_size, gen):
         # drop_last: the in-batch estimators average over the B - 1 other examples
