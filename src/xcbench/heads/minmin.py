@@ -10,6 +10,10 @@ For a batch of B examples with labels y (the multiset Y_t), features h and class
                                             as the reference code does: `nu_init: first_visit`)
     loss = (1/B) sum_i rule.loss(R_i, nu_i)  (nu after or before the update: rule.loss_at_updated)
 The rule's per-epoch schedules (SOX's gamma, the SGD rules' step) advance in `on_epoch_start`.
+`loss_parts["nu_gap"]` (history: train_loss_nu_gap) is the batch mean of logmeanexp_j R_ij - nu_i for
+the nu the loss reads: the log of the total weight the W-gradient gives the negatives (0 = normalised
+like a softmax; large = an un-normalised exponential loss, whose steps grow as e^gap); nu_gap_max is
+the batch's largest.
 W[Y_t] is read through `F.embedding(..., sparse=True)`, so the gradient of W is a sparse tensor
 holding only the rows of C_t (the unique batch labels); `row_sgd` then updates those rows and
 their momentum only. nu is a float64 buffer indexed by example id, checkpointed with the model.
@@ -81,6 +85,10 @@ class MinMinCE(Head):
                     self.seen[idx] = True
                 self.nu[idx] = new
                 nu = new if self.rule.loss_at_updated else old
+                # how far the nu read by the loss lags the batch's own estimate: 0 for a fresh nu; the
+                # W-loss weights exp(R_ij - nu_i)/(B-1) then sum to e^gap instead of 1
+                gap = logmeanexp(R.detach(), mask) - nu                                           # (B,)
+                self.loss_parts = {"nu_gap": gap.mean().item(), "nu_gap_max": gap.max().item()}
         return self.rule.loss(R, mask, nu).mean().float()
 
     @torch.no_grad()

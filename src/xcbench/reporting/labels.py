@@ -34,6 +34,8 @@ METRICS: dict[str, str] = {
     "final.val_top1": "val top-1",
     "final.train_top1": "train top-1",
     "final.val_ppl": "val perplexity",
+    "final.inbatch_mass": "in-batch share of wrong-class mass",
+    "final.train_loss_nu_gap_max": "largest nu lag (last epoch)",
     "val_ppl": "validation perplexity",
 }
 
