@@ -264,3 +264,21 @@ def test_nu_is_checkpointed_and_resumed(tiny_xmc, tmp_path):
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
     assert full["curves"]["epoch"][0] == 0  # curves start before the first update
     assert full["initial"]["val_ce"] == pytest.approx(math.log(task.n_classes), abs=0.05)
+
+
+def test_inbatch_mass_over_row_chunks_equals_one_pass():
+    """Batches larger than the 64-row chunks give the brute-force share (duplicate labels counted once)."""
+    g = torch.Generator().manual_seed(6)
+    head = MinMinCE(5, 40, g, init_std=1.0)
+    head.setup({"n_train": 300, "batch_size": 150})
+    h, y = torch.randn(300, 5, generator=g), torch.randint(0, 40, (300,), generator=g)
+    p = torch.softmax((h @ head.W.T).double().detach(), 1)                                      # (300, 40)
+    ref = []
+    for s in (0, 150):
+        inb = torch.zeros(40, dtype=torch.bool)
+        inb[y[s:s + 150]] = True
+        for i in range(s, s + 150):
+            m = inb.clone()
+            m[y[i]] = False
+            ref.append((p[i] * m).sum() / (1 - p[i, y[i]]))
+    assert head.epoch_metrics(h, y)["inbatch_mass"] == pytest.approx(torch.stack(ref).mean().item(), rel=1e-9)
