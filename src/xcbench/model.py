@@ -1,7 +1,8 @@
 """Model = encoder h = f(x) + head (DESIGN.md section 3): the only object the loop and the tasks see.
 
     loss(x, y, idx, gen)        the head's training loss of a batch (the head adds its proposal's
-                                weighted aux loss and records the parts in `head.loss_parts`)
+                                weighted aux loss and records the parts in `head.loss_parts`); with
+                                single-label targets per query row, rows with y = -1 (padding) are dropped
     scores(x) -> (B, C)         evaluation logits
     scores_with_state(x, state) -> (scores, state)   the same for a stateful encoder over a stream
     embed(x) -> (B, d)          the representation used for evaluation (verification, retrieval)
@@ -35,7 +36,11 @@ class Model(nn.Module):
         return self.encoder(x, state) if self.encoder.stateful else (self.encoder(x), None)
 
     def loss(self, x, y, idx, gen):
-        return self.head.loss(self.encode(x)[0], y, idx, gen)
+        h = self.encode(x)[0]
+        if y.dim() == 1 and len(y) == len(h) and y.min() < 0:  # one query per position: padding (-1) is no target
+            keep = y >= 0
+            h, y = h[keep], y[keep]
+        return self.head.loss(h, y, idx, gen)
 
     def scores(self, x):
         return self.head.scores(self.encode(x)[0])
