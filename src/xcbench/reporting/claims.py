@@ -1,6 +1,6 @@
 """Check a paper's qualitative claims against our cached results.
 
-`config/claims/<paper>.yaml` lists claims of the form  left OP factor * right, where each side is
+`config/claims/<paper>.yaml` lists claims of the form  left OP factor * right + offset, where each side is
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
@@ -62,14 +62,15 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
         for d in datasets:
             lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
-            factor = float(c.get("factor", 1.0))
+            factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
             if d not in exp["datasets"]:  # a claim about a dataset this scale does not use
                 verdict, ours = "not at this scale", "–"
             elif lv is None or rv is None:
                 verdict, ours = "not run", "–"
             else:
-                verdict = "held" if OPS[c["op"]](lv, factor * rv) else "not held"
-                ours = f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+                verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
+                ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+                        + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
             why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
             rows.append({"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"),
                          "ours": ours, "verdict": verdict + (f" ({why})" if why else ""), "scale": scale,

@@ -126,3 +126,23 @@ class SeqRecTask(Task):
         topk, y = torch.cat(top), torch.cat(ys)
         return {f"{m}@{k}": f(topk, y, k) for k in self.cutoffs
                 for m, f in (("ndcg", M.ndcg_at_k), ("recall", M.recall_at_k))}
+
+
+@TASKS.register("seqrec_stats")
+class SeqRecStats(SeqRecTask):
+    """MIDX Table 6: a dataset's statistics as processed here (a measurement: nothing is trained)."""
+    trains = False
+    eval_splits: tuple[str, ...] = ()
+
+    def execute(self, exp, dataset, method, seed, out_dir, device, interrupt_after=None):
+        from xcbench.tasks.probes import Probe
+
+        return Probe.execute(self, exp, dataset, method, seed, out_dir, device)
+
+    def measure(self, spec: dict, seed: int) -> dict:
+        lengths = [len(s) for s in self.seqs]
+        return {"users": float(self.info["n_users"]), "items": float(self.n_classes),
+                "interactions": float(self.info["n_interactions"]), "density": self.info["density"],
+                "mean_length": float(np.mean(lengths)) if lengths else 0.0,
+                "val_queries": float(len(self.queries["val"])), "test_queries": float(len(self.queries["test"])),
+                "time_ordered": float(self.info["time_ordered"])}
