@@ -64,12 +64,15 @@ def test_claims_verdicts(results, tmp_path):
          "op": ">", "right": {"value": 0.65}},
         {"id": "c", "text": "m1 within 0.1 of 0.65", "artifact": "t", "op": ">", "right": {"value": 0.65},
          "left": {"method": "m1", "metric": "P@1", "dataset": "d1"}, "offset": -0.1},
+        {"id": "d", "text": "a method this scale does not run", "artifact": "t", "op": ">",
+         "left": {"method": "m1", "metric": "P@1", "dataset": "d1"}, "right": {"methods": ["m2", "m9"], "metric": "P@1"}},
     ]}
     write_yaml(tmp_path / "c.yaml", claims)
     res = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", results, "quick")
     verdicts = [(r["id"], r["dataset"], r["verdict"]) for r in res["rows"]]
-    assert verdicts == [("a", "d1", "held"), ("a", "d2", "not run"), ("b", "d1", "not held"), ("c", "d1", "held")]
-    assert res["rows"][-1]["ours"].endswith("> 0.65 - 0.1")
+    assert verdicts == [("a", "d1", "held"), ("a", "d2", "not run"), ("b", "d1", "not held"), ("c", "d1", "held"),
+                        ("d", "d1", "not at this scale")]
+    assert res["rows"][-2]["ours"].endswith("> 0.65 - 0.1")
 
 
 def test_report_gathers_claims_and_artifacts(tmp_path):

@@ -4,7 +4,7 @@
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
-not at this scale (the claim's dataset is not among the artifact's datasets at this scale). A side
+not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale). A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
 """
@@ -63,7 +63,10 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         for d in datasets:
             lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
             factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-            if d not in exp["datasets"]:  # a claim about a dataset this scale does not use
+            used = [m for side in (c["left"], c["right"]) if "value" not in side
+                    for m in side.get("methods", [side.get("method")])]
+            if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
+                # a dataset or a method this scale does not run (a scale's `only_methods`)
                 verdict, ours = "not at this scale", "–"
             elif lv is None or rv is None:
                 verdict, ours = "not run", "–"
