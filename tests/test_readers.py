@@ -77,6 +77,9 @@ def test_user_item_lines(tmp_path):
     f = _write(tmp_path / "t.txt", "0 5 6\n1 7\n")
     out = readers.read_user_item_lines(f)
     assert {k: v.tolist() for k, v in out.items()} == {0: [5, 6], 1: [7]}
+    # SASRec's files: one "user item" pair per line, in time order; a user's lines are joined in order
+    pairs = readers.read_user_item_lines(_write(tmp_path / "p.txt", "1 9\n1 3\n2 4\n1 7\n"))
+    assert {k: v.tolist() for k, v in pairs.items()} == {1: [9, 3, 7], 2: [4]}
     with pytest.raises(FormatError, match=r"bad.txt:1:"):
         readers.read_user_item_lines(_write(tmp_path / "bad.txt", "0 x\n"))
 

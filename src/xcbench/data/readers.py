@@ -10,7 +10,8 @@
   rows -> per-user time-ordered item sequences, after the papers' filters (rating threshold,
   k-core on users and items, last `max_len` items).
 - User/item line files (`read_user_item_lines`): `user item item ...` per line (LightGCN/KGAT
-  splits and S3-Rec/SASRec sequences).
+  splits and S3-Rec sequences) or one `user item` pair per line in time order (SASRec's files); the
+  lines of a user are joined in file order.
 Malformed input raises `FormatError` naming the file and the 1-based line number.
 """
 
@@ -145,8 +146,8 @@ def read_user_item_lines(path: str | Path) -> dict[int, np.ndarray]:
                 ids = [int(t) for t in toks]
             except ValueError:
                 raise _fail(path, lineno, f"non-integer id in {line.strip()[:60]!r}", "expected 'user item item ...'") from None
-            out[ids[0]] = np.asarray(ids[1:], np.int64)
-    return out
+            out.setdefault(ids[0], []).extend(ids[1:])  # a user on several lines (SASRec's "user item" pairs): in order
+    return {u: np.asarray(v, np.int64) for u, v in out.items()}
 
 
 def _natural(s: str):

@@ -150,3 +150,22 @@ class LossTiming(Probe):
         times = times[-R:]
         return {"time_ms": 1000 * statistics.median(times), "time_ms_min": 1000 * min(times), "build_s": build,
                 "n": float(n), "d": float(d)}
+
+
+@TASKS.register("xmc_stats")
+class XMCStats(Probe):
+    """MIDX Table 8: an XC dataset's statistics as prepared here (classes, samples, BOW dimensionality)."""
+    PARAMS: dict = {}
+
+    def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+                 seed: int) -> None:
+        self.params, self.device = params, device
+        self.arrays, self.meta = load_npz(processed)
+        self.n_classes, self.in_dim = int(self.meta["n_labels"]), int(self.meta["n_features"])
+        self.info = {"n_labels": self.n_classes, "n_features": self.in_dim}
+
+    def measure(self, spec: dict, seed: int) -> dict:
+        Ytr, Yte = self.arrays["train_Y"], self.arrays["test_Y"]
+        return {"classes": float(self.n_classes), "samples": float(Ytr.shape[0] + Yte.shape[0]),
+                "train": float(Ytr.shape[0]), "test": float(Yte.shape[0]), "dimensionality": float(self.in_dim),
+                "labels_per_sample": float(Ytr.nnz / max(1, Ytr.shape[0]))}
