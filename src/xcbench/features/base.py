@@ -28,3 +28,13 @@ class Encoder(nn.Module):
 
     def input_embedding(self) -> nn.Embedding | None:
         return None
+
+
+def init_normal_(module: nn.Module, gen: torch.Generator, std: float = 0.02) -> None:
+    """GPT-2-style init from an explicit generator: matrices ~ normal(0, std), biases 0, norms untouched."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=gen)
+            elif "norm" not in name:
+                p.zero_()

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder
+from xcbench.features.base import Encoder, init_normal_
 from xcbench.registry import ENCODERS
 
 
@@ -38,14 +38,6 @@ class _ItemEncoder(Encoder):
     def input_embedding(self) -> nn.Embedding:
         return self.items
 
-    def _init(self, gen: torch.Generator) -> None:
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if p.dim() >= 2:
-                    p.normal_(0.0, 0.02, generator=gen)
-                elif "norm" not in name:
-                    p.zero_()
-
 
 @ENCODERS.register("sasrec")
 class SASRec(_ItemEncoder):
@@ -58,7 +50,7 @@ class SASRec(_ItemEncoder):
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim)
         self.drop = nn.Dropout(dropout)
-        self._init(gen)
+        init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T = x.shape
@@ -79,7 +71,7 @@ class GRU4Rec(_ItemEncoder):
         super().__init__(in_dim, dim)
         self.gru = nn.GRU(dim, dim, num_layers=layers, batch_first=True)
         self.drop = nn.Dropout(dropout)
-        self._init(gen)
+        init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(self.drop(self.item_vectors(x)))                                      # (B, T, d)

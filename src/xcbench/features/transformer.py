@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder
+from xcbench.features.base import Encoder, init_normal_
 from xcbench.registry import ENCODERS
 
 
@@ -35,12 +35,7 @@ class TransformerLM(Encoder):
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(emb)
         self.drop = nn.Dropout(dropout)
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if p.dim() >= 2:
-                    p.normal_(0.0, 0.02, generator=gen)
-                elif "norm" not in name:
-                    p.zero_()
+        init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
         T = x.shape[1]
