@@ -314,3 +314,27 @@ def test_residual_quantization_reconstructs_better_than_product():
         s.update(E, torch.Generator().manual_seed(0))
         err[name] = (E - s.quantized()).square().sum(1).mean().item()
     assert err["midx_rq"] < err["midx_pq"], err
+
+
+def test_xmc_sampled_head_with_exact_proposal_approaches_the_full_softmax_gradient():
+    """The sampled_softmax head on a padded multi-label XMC row (one positive) with q = softmax(h E^T):
+    the mean gradient of E over draws tends to the full-softmax gradient as m grows."""
+    from xcbench.registry import HEADS
+
+    n, d = 40, 6
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(1, d, generator=g)
+    y = torch.tensor([[7, -1, -1]])                                                       # padded XMC row
+    errs = {}
+    for m in (4, 400):
+        head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler="exact", m=m,
+                                            normalize=False, init_std=0.5)
+        head.setup({"label_counts": torch.ones(n, dtype=torch.long), "n_train": 1})
+        head.on_epoch_start(0, g)
+        E = head.E
+        full = torch.autograd.grad(torch.nn.functional.cross_entropy(h @ E.T, torch.tensor([7])), E)[0]
+        acc = torch.zeros_like(full)
+        for _ in range(200):
+            acc += torch.autograd.grad(head.loss(h, y, None, g), E)[0]
+        errs[m] = (acc / 200 - full).abs().sum().item()
+    assert errs[400] < 0.25 * errs[4] and errs[400] < 0.05 * full.abs().sum().item() + 0.02
