@@ -23,14 +23,17 @@ LINESTYLES = ("-", "--", "-.", ":")
 
 @RENDERERS.register("curves")
 def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
-    """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce])."""
+    """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce]); `logy`; `clip_above_start: f`
+    keeps the y axis below f x the largest first value (a diverging run leaves the frame, its numbers are in the table)."""
     opts = exp["render"]
     keys = opts["curves"]
     ylabels = opts.get("ylabels", keys)
     recs = collect(results, exp)
     fig, axes = style.figure(len(exp["datasets"]) * len(keys))
     panels = [(d, k, yl) for d in exp["datasets"] for k, yl in zip(keys, ylabels)]
+    clip = opts.get("clip_above_start")  # y axis up to this factor x the largest epoch-0 value (divergent runs leave the frame)
     for ax, (d, key, ylabel) in zip(axes[0], panels):
+        starts = []
         for j, meth in enumerate(exp["methods"]):
             runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
             if not runs:
@@ -42,11 +45,14 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
                               linestyle=LINESTYLES[j % len(LINESTYLES)])
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
+            starts.append(np.nanmax(Y[:, 0]))
         ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
         if opts.get("logy"):
             ax.set_yscale("log")
+        if clip and starts and np.isfinite(max(starts)):
+            ax.set_ylim(top=clip * max(starts))
         ax.set_ylabel(ylabel)
     axes[0][0].legend(frameon=False)
     foot = footer(exp, catalogue)
