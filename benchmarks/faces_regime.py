@@ -72,7 +72,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
     lines = [f"# Synthetic faces: nearest-centre top-1 ({a.ids:,} identities, d = {a.dim}, {a.train} training "
-             "samples per identity, centres = training means, {rows[0]['queries']:,} held-out samples scored)", "",
+             f"samples per identity, centres = training means, {rows[0]['queries']:,} held-out samples scored)", "",
              "| latent dim | sigma | nearest-centre top-1 | cos to own centre | cos to nearest other |",
              "|---|---|---|---|---|"]
     lines += [f"| {r['latent_dim']} | {r['sigma']} | {r['nearest_centre_top1']:.3f} | {r['cos_own_centre']:.3f} | "
