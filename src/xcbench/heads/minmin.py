@@ -78,16 +78,16 @@ class MinMinCE(Head):
             with torch.no_grad():
                 old = self.nu[idx]                                                             # (B,)
                 new = self.rule.update(old, R.detach(), mask)
+                lme = logmeanexp(R.detach(), mask)                                             # (B,)
                 if self.first_visit:
                     first = ~self.seen[idx]
-                    lme = logmeanexp(R.detach(), mask)
                     new, old = torch.where(first, lme, new), torch.where(first, lme, old)
                     self.seen[idx] = True
                 self.nu[idx] = new
                 nu = new if self.rule.loss_at_updated else old
                 # how far the nu read by the loss lags the batch's own estimate: 0 for a fresh nu; the
                 # W-loss weights exp(R_ij - nu_i)/(B-1) then sum to e^gap instead of 1
-                gap = logmeanexp(R.detach(), mask) - nu                                           # (B,)
+                gap = lme - nu                                                                 # (B,)
                 self.loss_parts = {"nu_gap": gap.mean().item(), "nu_gap_max": gap.max().item()}
         return self.rule.loss(R, mask, nu).mean().float()
 
@@ -97,10 +97,11 @@ class MinMinCE(Head):
         shares = []
         for s in range(0, len(y) - B + 1, B):
             yb = y[s:s + B]
+            labels = torch.unique(yb)                                # each distinct batch label once
             for r in range(s, s + B, 64):  # 64 rows at a time: (64, K) scores, never (B, K) at K = 360K
                 p = torch.softmax(self.scores(h[r:min(r + 64, s + B)]).double(), 1)           # (b, K)
                 p_own = p.gather(1, yb[r - s:r - s + len(p)].unsqueeze(1)).squeeze(1)             # (b,)
-                neg = p[:, torch.unique(yb)].sum(1) - p_own          # each distinct batch label once, own excluded
+                neg = p[:, labels].sum(1) - p_own                    # own label excluded
                 shares.append(neg / (1.0 - p_own).clamp(min=1e-300))
         return {"inbatch_mass": torch.cat(shares).mean().item()} if shares else {}
 

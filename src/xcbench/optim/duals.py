@@ -113,8 +113,12 @@ class _DualSGD(DualRule):
 
 @DUALS.register("sgd_dual")
 class SGDDual(_DualSGD):
+    def step(self, nu: torch.Tensor, lme: torch.Tensor) -> torch.Tensor:
+        """nu - eta (1 - m e^-nu) with lme = log m."""
+        return nu - self.lr * (1.0 - torch.exp(lme - nu))
+
     def update(self, nu, R, mask):
-        return nu - self.lr * (1.0 - torch.exp(logmeanexp(R, mask) - nu))
+        return self.step(nu, logmeanexp(R, mask))
 
 
 @DUALS.register("umax")
@@ -126,8 +130,8 @@ class UMax(SGDDual):
         self.delta = delta
 
     def update(self, nu, R, mask):
-        stepped = super().update(nu, R, mask)
         lme = logmeanexp(R, mask)
+        stepped = self.step(nu, lme)
         return torch.where(stepped < lme - self.delta, lme, stepped)
 
 

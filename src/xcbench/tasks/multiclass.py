@@ -88,7 +88,7 @@ class MultiClassTask(Task):
         self.eval_rows = {"train": _subset(n, k, split_seed, "eval-train")}
         for s in ("val", "test"):
             nv = len(self.y[s])
-            self.eval_rows[s] = _subset(nv, min(nv, params["eval_val_size"] or nv), split_seed, f"eval-{s}")
+            self.eval_rows[s] = _subset(nv, params["eval_val_size"] or nv, split_seed, f"eval-{s}")
         lazy = isinstance(self.x["train"], LazyRows)
         ref = self.x["train"][_subset(n, min(n, 65536), split_seed, "scale")] if lazy else self.x["train"]
         scale = (ref.shape[1] / ref.square().sum(1).mean().clamp(min=1e-12)).sqrt()

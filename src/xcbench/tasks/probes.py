@@ -80,16 +80,22 @@ class Probe(Task):
 
     def execute(self, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device,
                 interrupt_after: int | None = None) -> dict:
-        from xcbench.train import run_record, history_csv
-        from xcbench.io import write_json, write_text
+        return write_measurement(self, exp, dataset, method, seed, out_dir, device)
 
-        t0 = time.perf_counter()
-        values = self.measure(exp["methods"][method], seed)
-        metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0,
-                   **run_record(exp, dataset, method, seed, device)}
-        write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
-        write_json(Path(out_dir) / "metrics.json", metrics)
-        return metrics
+
+def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device) -> dict:
+    """What a measurement task's DAG job does: `task.measure(spec, seed)`, then the result folder
+    (metrics.json, history.csv) like a training run's."""
+    from xcbench.train import run_record, history_csv
+    from xcbench.io import write_json, write_text
+
+    t0 = time.perf_counter()
+    values = task.measure(exp["methods"][method], seed)
+    metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0,
+               **run_record(exp, dataset, method, seed, device)}
+    write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
+    write_json(Path(out_dir) / "metrics.json", metrics)
+    return metrics
 
 
 @TASKS.register("kernel_mse")

@@ -135,9 +135,9 @@ class SeqRecStats(SeqRecTask):
     eval_splits: tuple[str, ...] = ()
 
     def execute(self, exp, dataset, method, seed, out_dir, device, interrupt_after=None):
-        from xcbench.tasks.probes import Probe
+        from xcbench.tasks.probes import write_measurement
 
-        return Probe.execute(self, exp, dataset, method, seed, out_dir, device)
+        return write_measurement(self, exp, dataset, method, seed, out_dir, device)
 
     def measure(self, spec: dict, seed: int) -> dict:
         lengths = [len(s) for s in self.seqs]
