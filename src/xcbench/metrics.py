@@ -13,6 +13,10 @@ repository's evaluation code).
               C = (ln N - 1)(B + 1)^A   (normalised PSP, as pyxclib and napkinXC report it)
     R@k     = 1/B sum_i |topk_i[:k] & y_i| / |y_i|
     ppl     = exp(total NLL / number of tokens)
+    CP_K    = sum of the K largest softmax probabilities of a row (Zhang et al. 2018, eq. 3)
+    NCG_K   = (g . g_K)^2 / (|g|^2 |g_K|^2), g the softmax-CE gradient w.r.t. W, g_K its rows of the
+              top-K classes (eq. 5); with g_i = (p_i - [i = y]) h it is sum_{i in T_K} c_i^2 / sum_i c_i^2,
+              c_i = p_i - [i = y] (h factors out)
 """
 
 from __future__ import annotations
@@ -103,3 +107,20 @@ def cross_entropy_full(h: torch.Tensor, W: torch.Tensor, y: torch.Tensor, b: tor
         lse = torch.logaddexp(lse, torch.logsumexp(o, 1))
     o_y = (h * W[y]).sum(1) + (b[y] if b is not None else 0)
     return lse - o_y
+
+
+def cp_at_k(o: torch.Tensor, ks: list[int]) -> list[float]:
+    """Average top-K cumulative probability (eq. 3) of logits o (B, C), for each K in ks."""
+    p = torch.softmax(o.double(), 1)
+    top = p.topk(min(max(ks), p.shape[1]), dim=1).values.cumsum(1)                  # (B, Kmax)
+    return [top[:, min(k, top.shape[1]) - 1].mean().item() for k in ks]
+
+
+def ncg_at_k(o: torch.Tensor, y: torch.Tensor, ks: list[int]) -> list[float]:
+    """Average normalised top-K cumulative gradient energy (eq. 5) of logits o (B, C), labels y (B,)."""
+    p = torch.softmax(o.double(), 1)
+    c = p.clone()
+    c[torch.arange(len(y), device=y.device), y] -= 1.0                               # (B, C) gradient coefficients
+    order = p.topk(min(max(ks), p.shape[1]), dim=1).indices                         # T_K by response
+    e = c.gather(1, order).square().cumsum(1) / c.square().sum(1, keepdim=True)    # (B, Kmax)
+    return [e[:, min(k, e.shape[1]) - 1].mean().item() for k in ks]

@@ -66,11 +66,20 @@ def evaluate_splits(model: Model, task) -> dict[str, float]:
 
 def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
     """(method spec, train config, model config) of one run: the experiment's settings, overridden by
-    its `per_dataset` entry, overridden by the method's own."""
+    its `per_dataset` entry (train, model, and the method's head params under `methods`), overridden
+    by the method's own."""
     spec = exp["methods"][method]
     per_ds = exp.get("per_dataset", {}).get(dataset, {})
+    over = per_ds.get("methods", {}).get(method, {})
+    if over:
+        spec = deep_merge(spec, over)
     train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
-    return spec, train_cfg, deep_merge(exp.get("model", {}), spec.get("model", {}))
+    base = exp.get("model", {})
+    enc = per_ds.get("model", {}).get("encoder")
+    if isinstance(enc, dict) and enc.get("name") != base.get("encoder", {}).get("name"):
+        base = {k: v for k, v in base.items() if k != "encoder"}  # another encoder: none of the base's params
+    model_cfg = deep_merge(deep_merge(base, per_ds.get("model", {})), spec.get("model", {}))
+    return spec, train_cfg, model_cfg
 
 
 def setup_head(model: Model, task, device: torch.device, train_cfg: dict | None = None) -> None:
@@ -171,11 +180,13 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
             for k, v in model.head.loss_parts.items():
                 parts[k] = parts.get(k, 0.0) + v * x.shape[0]
+        step_ms = 1000 * (time.perf_counter() - t0) / max(1, nb)  # training only: before evaluation
         model.eval()
         evals = {**evaluate_splits(model, task), **model.head.epoch_metrics(*_probe_h(model, task))}
         dt = time.perf_counter() - t0
         elapsed += dt
         history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
+                        "step_ms": step_ms,
                         **{f"train_loss_{k}": v / max(1, count) for k, v in parts.items()}, **evals})
         stop = sched.observe(evals)
         if select:

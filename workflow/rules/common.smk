@@ -7,6 +7,7 @@ from snakemake.utils import validate
 
 from xcbench.config import load_datasets, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
+from xcbench.reporting.collect import expected_runs
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -49,8 +50,7 @@ def run_metrics(paper, artifact, scale=SCALE):
     exp = EXPS.get((paper, artifact)) if scale == SCALE else None
     exp = exp or experiment(paper, artifact, scale)
     owner = exp.get("runs_of", artifact)
-    return [f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{m}/seed{s}/metrics.json"
-            for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
+    return [f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{m}/seed{s}/metrics.json" for d, m, s in expected_runs(exp)]
 
 
 def render_outputs(kind):

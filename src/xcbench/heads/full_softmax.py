@@ -3,6 +3,8 @@
 Single-label:  l_i = -log softmax(o_i)_{y_i},  o_i = W h_i + b.
 Multi-label:   l_i = -1/|y_i| sum_{l in y_i} log softmax(o_i)_l   (uniform target distribution over
                the positives; rows with no label are skipped), the usual softmax baseline in XMC.
+With `probe_ks` (e.g. [1, 10, 100, 1000]) it reports per epoch the probe batch's average CP_K and
+NCG_K (Zhang et al. 2018, eqs. 3 and 5; their Figure 1 is measured during full-softmax training).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from xcbench.heads.base import LinearHead
+from xcbench.heads.selective_softmax import layer_mb, probe_metrics
 from xcbench.registry import HEADS
 
 
@@ -28,5 +31,17 @@ def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @HEADS.register("full_softmax")
 class FullSoftmax(LinearHead):
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
+                 probe_ks: list[int] | None = None) -> None:
+        super().__init__(in_dim, n_classes, gen, init_std)
+        self.probe_ks = list(probe_ks or [])
+
     def loss(self, h, y, idx, gen):
         return softmax_ce(self.scores(h), y)
+
+    @torch.no_grad()
+    def epoch_metrics(self, h, y):
+        return probe_metrics(self.scores(h), y, self.probe_ks) if self.probe_ks and y.dim() == 1 else {}
+
+    def report(self):
+        return {"active_rows": float(self.n_classes), "softmax_layer_mb": layer_mb(self.n_classes, self.in_dim)}

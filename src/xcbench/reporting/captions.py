@@ -13,6 +13,7 @@ from xcbench.model import encoder_config
 
 import xcbench.tasks  # noqa: F401  (registers the tasks)
 from xcbench.registry import TASKS
+from xcbench.reporting.collect import expected_runs
 from xcbench.reporting.labels import method_label, pretty
 
 FEATURE_FORMATS = {"xc_bow"}  # raw formats whose samples go through the experiment's feature extractor
@@ -86,7 +87,7 @@ def setup(exp: dict, catalogue: dict | None = None) -> str:
 
     catalogue = catalogue or {}
     trains = TASKS.get(exp["task"]["name"]).trains
-    runs = [(d, m) for d in exp["datasets"] for m in exp["methods"]]
+    runs = list(dict.fromkeys((d, m) for d, m, _ in expected_runs(exp)))
     cfg = {r: method_config(exp, *r) for r in runs}
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",

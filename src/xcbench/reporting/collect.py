@@ -16,7 +16,9 @@ def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int
 
 
 def expected_runs(exp: dict) -> list[tuple[str, str, int]]:
-    return [(d, m, s) for d in exp["datasets"] for m in exp["methods"] for s in exp["seeds"]]
+    """(dataset, method, seed) of every run; a method with `datasets: [...]` runs on those only."""
+    return [(d, m, s) for d in exp["datasets"] for m, spec in exp["methods"].items()
+            if d in spec.get("datasets", exp["datasets"]) for s in exp["seeds"]]
 
 
 def collect(results: str | Path, exp: dict) -> list[dict]:

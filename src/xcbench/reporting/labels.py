@@ -21,6 +21,11 @@ DATASETS = {
     "seqrec-video": "Amazon Video Games",
     "synthetic-seq-tiny": "Synthetic sequences (tiny)",
     "synthetic-faces-360k": "Synthetic faces 360K",
+    "synthetic-faces-10k": "Synthetic faces 10K",
+    "synthetic-faces-87k": "Synthetic faces 87K",
+    "synthetic-faces-750k": "Synthetic faces 750K",
+    "ms-celeb-1m": "MS-Celeb-1M (IJB-A / MegaFace)",
+    "ms-celeb-1m+mf2": "MS-Celeb-1M + MF2 (750K)",
     "ptb": "PTB",
     "wikitext-2": "WikiText-2",
     "synthetic-lm-tiny": "Synthetic LM (tiny)",
@@ -46,6 +51,10 @@ METRICS: dict[str, str] = {
     "final.inbatch_mass": "in-batch share of wrong-class mass",
     "final.train_loss_nu_gap_max": "largest nu lag (last epoch)",
     "val_ppl": "validation perplexity",
+    "verif_tpr": "TPR@FPR=1e-3",
+    "ident_top1": "identification top-1",
+    "ppl": "perplexity",
+    "acc": "next-word top-1",
 }
 
 

@@ -41,6 +41,9 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     opts = exp["render"]
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
     panels = sweep_points(exp, collect(results, exp), groups)
+    if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
+        keep = [i for i, p in enumerate(panels) if p] or [0]
+        groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
     fig, axes = style.figure(len(panels))
     for ax, datasets, lines in zip(axes[0], groups, panels):
         for j, (series, pts) in enumerate(lines.items()):

@@ -83,10 +83,13 @@ class Task:
 def make_task(exp: dict, entry: dict, processed: str, features: str | None, device: torch.device, seed: int,
               source: str = "experiment", dataset: str | None = None) -> Task:
     """The experiment's task (`exp["task"] = {name, params}`) with its params checked; the dataset's
-    `per_dataset: {<dataset>: {task: {params: ...}}}` entry overrides them (e.g. a sequence length)."""
-    cls = TASKS.get(exp["task"]["name"])
-    over = exp.get("per_dataset", {}).get(dataset, {}).get("task", {}).get("params", {})
-    params = {**(exp["task"].get("params") or {}), **over}
+    `per_dataset: {<dataset>: {task: {name, params}}}` entry overrides them (e.g. a sequence length),
+    or names another task for that dataset (a language-model column in a face-identification table),
+    whose params then start from that entry's alone."""
+    own = exp.get("per_dataset", {}).get(dataset, {}).get("task", {})
+    cls = TASKS.get(own.get("name", exp["task"]["name"]))
+    base = {} if own.get("name", exp["task"]["name"]) != exp["task"]["name"] else (exp["task"].get("params") or {})
+    params = {**base, **(own.get("params") or {})}
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
 

@@ -8,7 +8,7 @@ recurrent state (stateless truncated BPTT: every position is a query h with targ
 (B*T, d) queries and (B*T,) targets).
 Evaluation: the split's text (its first `eval_tokens` tokens when set) is cut into `eval_streams`
 contiguous streams that are read `bptt` tokens at a time while the recurrent state is carried, so
-every token is predicted from its whole history; perplexity = exp(mean over tokens of
+every token is predicted from its whole history; `acc` is the top-1 next-word accuracy; perplexity = exp(mean over tokens of
 -log softmax(scores)_target) with the head's full scores over all n classes (metrics.perplexity).
 The curves start before the first update (epoch 0).
 """
@@ -70,10 +70,12 @@ class LMTask(Task):
         L = (len(tok) - 1) // self.streams
         x_all = tok[: L * self.streams].view(self.streams, L)                                    # (S, L)
         y_all = tok[1: L * self.streams + 1].view(self.streams, L)
-        nll, state = 0.0, None
+        nll, hit, state = 0.0, 0, None
         for s in range(0, L, self.T):
             x, y = x_all[:, s:s + self.T].to(self.device), y_all[:, s:s + self.T].to(self.device)
             o, state = model.scores_with_state(x, state)                                        # (S*t, n)
-            o = o.double()
-            nll += (torch.logsumexp(o, 1) - o.gather(1, y.reshape(-1, 1)).squeeze(1)).sum().item()
-        return {"ppl": M.perplexity(nll, L * self.streams), "nll": nll / (L * self.streams)}
+            o, y = o.double(), y.reshape(-1)
+            nll += (torch.logsumexp(o, 1) - o.gather(1, y.unsqueeze(1)).squeeze(1)).sum().item()
+            hit += (o.argmax(1) == y).sum().item()
+        n = L * self.streams
+        return {"ppl": M.perplexity(nll, n), "nll": nll / n, "acc": hit / n}

@@ -93,6 +93,7 @@ class MultiClassTask(Task):
         ref = self.x["train"][_subset(n, min(n, 65536), split_seed, "scale")] if lazy else self.x["train"]
         scale = (ref.shape[1] / ref.square().sum(1).mean().clamp(min=1e-12)).sqrt()
         self.x = {s: v * scale for s, v in self.x.items()}
+        self.feature_scale = scale
         # the evaluated rows, held once (a lazy source would regenerate them every epoch)
         self.eval_xy = {s: (self.x[s][r], self.y[s][r]) for s, r in self.eval_rows.items()}
         self.in_dim = self.x["train"].shape[1]

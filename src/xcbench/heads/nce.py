@@ -1,0 +1,66 @@
+"""Noise-contrastive estimation (Gutmann & Hyvarinen 2010; Mnih & Teh 2012), the NCE baseline of
+Zhang et al. 2018 (Table 1).
+
+Scores s_c(h) = w_c . h + b_c are trained as unnormalised log-probabilities. Each batch draws k noise
+classes n_1..n_k i.i.d. from the noise distribution q (shared by the batch's examples), and
+    loss_i = -log sigma(s_{y_i} - log(k q_{y_i})) - sum_j log sigma(-(s_{n_j} - log(k q_{n_j})))
+(the logistic classification of data against k noise samples). q is uniform (`noise: uniform`, the
+face identities are balanced) or the training label frequencies (`noise: unigram`). Class rows are
+read sparsely, so a step touches only the labels' and the noise classes' rows. Evaluation uses the
+scores as logits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from xcbench.heads.base import Head
+from xcbench.heads.selective_softmax import layer_mb
+from xcbench.registry import HEADS
+
+
+def nce_loss(s_t: torch.Tensor, s_n: torch.Tensor, log_q_t: torch.Tensor, log_q_n: torch.Tensor, k: int) -> torch.Tensor:
+    """Per-example NCE loss (B,): s_t (B,) target scores, s_n (B, k) noise scores, their log q."""
+    return -F.logsigmoid(s_t - log_q_t - math.log(k)) - F.logsigmoid(-(s_n - log_q_n - math.log(k))).sum(1)
+
+
+@HEADS.register("nce")
+class NCE(Head):
+    multi_label = False
+
+    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, k: int = 100, noise: str = "uniform",
+                 init_std: float | None = None) -> None:
+        super().__init__(in_dim, n_classes, gen)
+        if noise not in ("uniform", "unigram"):
+            raise ValueError(f"nce: noise must be 'uniform' or 'unigram', got {noise!r}")
+        std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
+        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)             # (C, d)
+        self.b = nn.Parameter(torch.zeros(n_classes, 1))                                        # (C, 1)
+        self.k, self.noise = k, noise
+        self.register_buffer("log_q", torch.full((n_classes,), -math.log(n_classes)))
+
+    def setup(self, stats):
+        if self.noise == "unigram":
+            c = stats["label_counts"].double() + 1.0
+            self.log_q = (c / c.sum()).log().float().to(self.log_q.device)
+
+    def class_embeddings(self):
+        return self.W
+
+    def scores(self, h):
+        return h @ self.W.T + self.b[:, 0]
+
+    def _s(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return (h.unsqueeze(1) * F.embedding(ids, self.W, sparse=True)).sum(-1) + F.embedding(ids, self.b, sparse=True)[..., 0]
+
+    def loss(self, h, y, idx, gen):
+        n = torch.multinomial(self.log_q.exp(), self.k, replacement=True, generator=gen)       # (k,)
+        s = self._s(h, torch.cat([y.unsqueeze(1), n.unsqueeze(0).expand(len(y), -1)], 1))     # (B, 1 + k)
+        return nce_loss(s[:, 0], s[:, 1:], self.log_q[y], self.log_q[n].unsqueeze(0), self.k).mean()
+
+    def report(self):
+        return {"softmax_layer_mb": layer_mb(self.k + 1, self.in_dim)}
