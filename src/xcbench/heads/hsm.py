@@ -41,7 +41,7 @@ def balanced_paths(C: int) -> tuple[torch.Tensor, torch.Tensor]:
         node = torch.repeat_interleave(ids, n)
         nodes[cls, depth] = node
         signs[cls, depth] = torch.where(cls < torch.repeat_interleave(mid, n), 1.0, -1.0)
-        lo, hi, depth = torch.cat([lo, mid]), torch.cat([mid, hi]), depth + 1
+        lo, hi, depth = torch.stack([lo, mid], 1).reshape(-1), torch.stack([mid, hi], 1).reshape(-1), depth + 1  # breadth-first
     return nodes, signs
 
 

@@ -58,11 +58,13 @@ def draw_seed(gen: torch.Generator) -> int:
 
 
 class IndexedSelector(Selector):
-    """A selector with a structure built from a snapshot of the class embeddings (`build`)."""
+    """A selector with a structure built from a snapshot of the class embeddings (`build`), rebuilt by
+    the head every `rebuild_every` steps (None: built once)."""
     needs_index = True
 
-    def __init__(self, n_classes: int) -> None:
+    def __init__(self, n_classes: int, rebuild_every: int | None = 100) -> None:
         super().__init__(n_classes)
+        self.rebuild_every = rebuild_every
         self.register_buffer("snapshot", torch.zeros(0))
         self.register_buffer("build_seed", torch.zeros((), dtype=torch.long))
 

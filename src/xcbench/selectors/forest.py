@@ -142,8 +142,8 @@ class Forest:
 @SELECTORS.register("hf")
 class HashingForest(IndexedSelector):
     def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100) -> None:
-        super().__init__(n_classes)
-        self.trees, self.leaf, self.rebuild_every = trees, leaf, rebuild_every
+        super().__init__(n_classes, rebuild_every)
+        self.trees, self.leaf = trees, leaf
         self.forest: Forest | None = None
 
     def build(self, E, gen):

@@ -54,8 +54,8 @@ class Optimal(Selector):
 class GroupSelector(IndexedSelector):
     """A class's group (hash code, cluster) is selected for each example of that class."""
 
-    def __init__(self, n_classes: int) -> None:
-        super().__init__(n_classes)
+    def __init__(self, n_classes: int, rebuild_every: int | None = 100) -> None:
+        super().__init__(n_classes, rebuild_every)
         self.keys = self.order = self.sorted_keys = None
 
     def group_keys(self, E: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -71,8 +71,8 @@ class GroupSelector(IndexedSelector):
 
 @SELECTORS.register("pca_hash")
 class PCAHash(GroupSelector):
-    def __init__(self, n_classes: int, bits: int = 10) -> None:
-        super().__init__(n_classes)
+    def __init__(self, n_classes: int, bits: int = 10, rebuild_every: int | None = 100) -> None:
+        super().__init__(n_classes, rebuild_every)
         self.bits = bits
 
     def group_keys(self, E, gen):
@@ -85,8 +85,8 @@ class PCAHash(GroupSelector):
 
 @SELECTORS.register("kmeans")
 class KMeans(GroupSelector):
-    def __init__(self, n_classes: int, clusters: int = 1024, iters: int = 10) -> None:
-        super().__init__(n_classes)
+    def __init__(self, n_classes: int, clusters: int = 1024, iters: int = 10, rebuild_every: int | None = 100) -> None:
+        super().__init__(n_classes, rebuild_every)
         self.clusters, self.iters = min(clusters, n_classes), iters
 
     def group_keys(self, E, gen):

@@ -1,0 +1,264 @@
+"""Dynamic class selection (Zhang et al. 2018): selectors, the selective softmax, NCE, HSM, HF-A's
+schedule and the CP_K / NCG_K probes, each against an exact reference."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from xcbench import metrics as M
+from xcbench.heads.hsm import HierarchicalSoftmax, balanced_paths
+from xcbench.heads.nce import NCE
+from xcbench.heads.selective_softmax import SelectiveSoftmax
+from xcbench.registry import SELECTORS
+from xcbench.selectors import forest as fo
+from xcbench.selectors.adaptive import AdaptiveHashingForest, smallest_k_reaching
+
+
+def clustered(C=600, d=16, k=30, noise=0.3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cent = torch.randn(k, d, generator=g)
+    return cent[torch.randint(k, (C,), generator=g)] + noise * torch.randn(C, d, generator=g), g
+
+
+@pytest.mark.parametrize("name", SELECTORS.names())
+def test_every_selector_keeps_labels_and_returns_sorted_unique_ids(name):
+    W, g = clustered()
+    sel = SELECTORS.get(name)(len(W))
+    sel.bind(W)
+    sel.update(W, torch.Generator().manual_seed(1))
+    h, y = torch.randn(8, W.shape[1], generator=g), torch.randint(len(W), (8,), generator=g)
+    S = sel.select(h, y, 40, torch.Generator().manual_seed(2))
+    assert torch.isin(y, S).all() and torch.equal(S, torch.unique(S)) and S.min() >= 0 and S.max() < len(W)
+
+
+def test_optimal_is_torch_topk():
+    W, g = clustered()
+    sel = SELECTORS.get("optimal")(len(W))
+    sel.bind(W)
+    h = torch.randn(5, W.shape[1], generator=g)
+    assert torch.equal(sel.candidates(h, None, 7, g), torch.topk(h @ W.T, 7, dim=1).indices)
+
+
+def test_random_fills_exactly_k_distinct_classes():
+    sel = SELECTORS.get("random")(100)
+    y = torch.tensor([3, 3, 7, 50])
+    S = sel.select(torch.zeros(4, 2), y, 20, torch.Generator().manual_seed(0))
+    assert len(S) == 20 and torch.isin(torch.tensor([3, 7, 50]), S).all()
+
+
+def test_pca_and_kmeans_select_the_labels_group():
+    W, g = clustered()
+    y = torch.tensor([0, 5])
+    for name in ("pca_hash", "kmeans"):
+        sel = SELECTORS.get(name)(len(W))
+        sel.update(W, torch.Generator().manual_seed(0))
+        got = torch.sort(sel.candidates(None, y, 1, g)).values
+        want = torch.nonzero(torch.isin(sel.keys, sel.keys[y])).squeeze(1)
+        assert torch.equal(got, want)
+    pca = SELECTORS.get("pca_hash")(len(W), bits=3)
+    pca.update(W, torch.Generator().manual_seed(0))
+    P = torch.linalg.eigh(((W - W.mean(0)).T @ (W - W.mean(0))).double())[1][:, -3:]
+    bits = ((W - W.mean(0)).double() @ P > 0).long()
+    assert torch.equal(pca.keys, (bits * torch.tensor([1, 2, 4])).sum(1))
+
+
+def test_every_tree_partitions_the_classes_into_leaves_of_at_most_B():
+    W, _ = clustered(C=500)
+    f = fo.Forest(F.normalize(W, dim=1), trees=6, leaf=8, gen=torch.Generator().manual_seed(0))
+    for tree in f.leaves():
+        ids = torch.cat(tree)
+        assert torch.equal(torch.sort(ids).values, torch.arange(len(W)))   # each class in exactly one leaf
+        assert max(len(leaf) for leaf in tree) <= 8
+
+
+def test_duplicate_rows_still_give_a_partition():
+    U = F.normalize(torch.ones(40, 4), dim=1)
+    f = fo.Forest(U, trees=2, leaf=4, gen=torch.Generator().manual_seed(0))
+    for tree in f.leaves():
+        assert torch.equal(torch.sort(torch.cat(tree)).values, torch.arange(40)) and max(map(len, tree)) <= 4
+
+
+def test_gram_and_gather_builds_give_the_same_trees(monkeypatch):
+    W, _ = clustered(C=300)
+    U = F.normalize(W, dim=1)
+    a = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))
+    monkeypatch.setattr(fo, "GRAM_MAX", 0)
+    b = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))
+    assert torch.equal(a.order, b.order) and torch.equal(a.size, b.size)
+
+
+def test_descent_stops_at_the_deepest_node_with_at_least_Q_classes():
+    W, g = clustered(C=400)
+    f = fo.Forest(F.normalize(W, dim=1), 3, 4, torch.Generator().manual_seed(0))
+    x = F.normalize(torch.randn(6, W.shape[1], generator=g), dim=1)
+    node = f.descend(x, 10)
+    for b in range(6):
+        for l in range(3):
+            v = int(node[b, l])
+            assert int(f.size[v]) >= 10
+            if f.left[v] >= 0:  # the child on x's side holds fewer than Q
+                side = float(x[b] @ f.normal[v]) >= float(f.thr[v])
+                child = int(f.left[v] if side else f.right[v])
+                assert int(f.size[child]) < 10
+
+
+def test_many_trees_recover_the_optimal_set_on_clustered_data():
+    W, g = clustered(C=2000, d=16, k=40, noise=0.3)
+    U = F.normalize(W, dim=1)
+    x = F.normalize(W[:64] + 0.2 * torch.randn(64, 16, generator=g), dim=1)
+    top = torch.topk(x @ U.T, 10, dim=1).indices
+    overlap = {}
+    for L in (1, 50):
+        q, c = fo.Forest(U, L, 16, torch.Generator().manual_seed(0)).query(x, 10)
+        sel = torch.zeros(64, len(W), dtype=torch.bool)
+        sel[q, c] = True
+        overlap[L] = sel.gather(1, top).float().mean().item()
+    assert overlap[50] >= 0.95 and overlap[50] > overlap[1]
+
+
+def test_indexed_selector_resumes_with_the_same_structure():
+    W, g = clustered()
+    a = SELECTORS.get("hf")(len(W), trees=3, leaf=8)
+    a.update(W, torch.Generator().manual_seed(3))
+    b = SELECTORS.get("hf")(len(W), trees=3, leaf=8)
+    b.load_state_dict(a.state_dict())
+    assert torch.equal(a.forest.order, b.forest.order) and torch.equal(a.forest.normal, b.forest.normal)
+
+
+def test_selective_softmax_over_all_classes_equals_full_softmax_loss_and_gradient():
+    C, d = 30, 6
+    head = SelectiveSoftmax(d, C, torch.Generator().manual_seed(0), selector="random", M=C)
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(5, d, generator=g, requires_grad=True)
+    y = torch.randint(C, (5,), generator=g)
+    loss = head.loss(h, y, None, torch.Generator().manual_seed(2))
+    gW, gh = torch.autograd.grad(loss, [head.W, h])
+    W = head.W.detach().clone().requires_grad_(True)
+    h2 = h.detach().clone().requires_grad_(True)
+    ref = F.cross_entropy(h2 @ W.T, y)
+    rW, rh = torch.autograd.grad(ref, [W, h2])
+    assert torch.allclose(loss, ref, atol=1e-6)
+    assert torch.allclose(gW.to_dense(), rW, atol=1e-6) and torch.allclose(gh, rh, atol=1e-6)
+
+
+def test_selective_softmax_restricts_to_the_active_set():
+    C, d = 50, 4
+    head = SelectiveSoftmax(d, C, torch.Generator().manual_seed(0), selector="random", M=10)
+    h, y = torch.randn(3, d), torch.tensor([1, 2, 3])
+    S = head.active_set(h, y, torch.Generator().manual_seed(4))
+    loss = head.loss(h, y, None, torch.Generator().manual_seed(4))
+    assert len(S) == 10
+    assert torch.allclose(loss, F.cross_entropy(h @ head.W[S].T, torch.searchsorted(S, y)))
+
+
+def test_cap_keeps_the_labels_and_samples_by_renormalised_probability():
+    C, d = 40, 3
+    head = SelectiveSoftmax(d, C, torch.Generator().manual_seed(0), selector="optimal", M=4)
+    with torch.no_grad():
+        head.W.zero_()
+        head.W[10, 0] = 8.0          # class 10 holds almost all the mass on S for h = e_0
+    h, y = torch.tensor([[1.0, 0, 0], [1.0, 0, 0]]), torch.tensor([0, 1])
+    S = torch.tensor([0, 1, 5, 10, 20, 30])
+    counts = torch.zeros(C)
+    for s in range(200):
+        out = head.cap(h, y, S, 3, torch.Generator().manual_seed(s))
+        assert len(out) == 3 and torch.isin(y, out).all() and torch.isin(out, S).all()
+        counts[out] += 1
+    assert counts[10] > 190
+
+
+def test_nce_loss_is_the_brute_force_logistic_loss():
+    C, d, k = 12, 4, 5
+    head = NCE(d, C, torch.Generator().manual_seed(0), k=k)
+    with torch.no_grad():
+        head.b.normal_(generator=torch.Generator().manual_seed(9))
+    h, y = torch.randn(3, d), torch.tensor([2, 7, 11])
+    loss = head.loss(h, y, None, torch.Generator().manual_seed(1))
+    n = torch.multinomial(head.log_q.exp(), k, replacement=True, generator=torch.Generator().manual_seed(1))
+    q = 1.0 / C
+    total = 0.0
+    for i in range(3):
+        s = lambda c: float(h[i] @ head.W[c] + head.b[c, 0])  # noqa: E731
+        total += -math.log(1 / (1 + math.exp(-(s(y[i]) - math.log(k * q)))))
+        total += sum(-math.log(1 - 1 / (1 + math.exp(-(s(c) - math.log(k * q))))) for c in n.tolist())
+    assert abs(loss.item() - total / 3) < 1e-5
+
+
+def test_hsm_is_a_distribution_and_its_loss_is_minus_log_path_probability():
+    C, d = 11, 3
+    head = HierarchicalSoftmax(d, C, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        head.a.normal_(generator=torch.Generator().manual_seed(1))
+    h, y = torch.randn(4, d), torch.tensor([0, 5, 10, 3])
+    logp = head.scores(h)
+    assert torch.allclose(logp.exp().sum(1), torch.ones(4), atol=1e-5)
+    # brute force: walk the range-halving tree explicitly
+    def path_prob(hv, c):
+        lo, hi, node, p = 0, C, 0, 1.0
+        ids = {}
+        queue = [(0, C)]
+        while queue:  # number the internal nodes breadth-first, as balanced_paths does
+            nxt = []
+            for a, b in queue:
+                if b - a > 1:
+                    ids[(a, b)] = len(ids)
+                    nxt += [(a, (a + b) // 2), ((a + b) // 2, b)]
+            queue = nxt
+        while hi - lo > 1:
+            mid, v = (lo + hi) // 2, ids[(lo, hi)]
+            z = float(hv @ head.U[v] + head.a[v, 0])
+            if c < mid:
+                p, hi = p / (1 + math.exp(-z)), mid
+            else:
+                p, lo = p / (1 + math.exp(z)), mid
+        return p
+    for i in range(4):
+        assert abs(logp[i, y[i]].item() - math.log(path_prob(h[i], int(y[i])))) < 1e-5
+    assert abs(head.loss(h, y, None, None).item() + logp[torch.arange(4), y].mean().item()) < 1e-5
+    nodes, signs = balanced_paths(C)
+    assert nodes.max() == C - 2 and (signs != 0).sum(1).min() == math.floor(math.log2(C))
+
+
+def test_cp_and_ncg_equal_equations_3_and_5():
+    g = torch.Generator().manual_seed(0)
+    o, y = 3 * torch.randn(6, 20, generator=g), torch.randint(20, (6,), generator=g)
+    h = torch.randn(6, 4, generator=g)
+    ks = [1, 3, 10]
+    cp, ncg = M.cp_at_k(o, ks), M.ncg_at_k(o, y, ks)
+    for j, K in enumerate(ks):
+        p = torch.softmax(o.double(), 1)
+        cps, ncgs = [], []
+        for i in range(6):
+            T = torch.topk(o[i], K).indices
+            cps.append(p[i, T].sum().item())
+            G = torch.outer(p[i] - F.one_hot(y[i], 20).double(), h[i].double())     # eq. 4: (C, D)
+            Gk = torch.zeros_like(G)
+            Gk[T] = G[T]
+            ncgs.append(((G * Gk).sum() / (G.norm() * Gk.norm())).square().item())  # eq. 5
+        assert abs(cp[j] - sum(cps) / 6) < 1e-9 and abs(ncg[j] - sum(ncgs) / 6) < 1e-9
+
+
+def test_adaptive_schedule_follows_its_rule():
+    sel = AdaptiveHashingForest(1000, tau_start=0.5, tau_end=0.9, trees_start=4, trees_end=20, T_start=100,
+                                T_end=900, M_min=1, M_max=0.5)
+    assert sel.budget(10) == 10                              # before any measurement: the configured M
+    cp = torch.tensor([0.4, 0.6, 0.8, 0.85, 0.95, 1.0])
+    sel.observe(cp)
+    out = sel.adapt(0.0, batch_size=8)                       # tau 0.5 -> K* = 2
+    assert out == {"M": 16, "L": 4, "T": 100, "tau_cp": 0.5} and sel.trees == 4 and sel.rebuild_every == 100
+    out = sel.adapt(0.5, batch_size=8)                       # tau 0.7 -> K* = 3
+    assert (out["M"], out["L"], out["T"]) == (24, 12, 500) and sel.budget(10) == 24
+    out = sel.adapt(1.0, batch_size=8)                       # tau 0.9 -> K* = 5
+    assert (out["M"], out["L"], out["T"]) == (40, 20, 900)
+    assert smallest_k_reaching(torch.tensor([0.1, 0.2]), 0.5) == 2
+
+
+def test_open_set_split_has_one_gallery_sample_per_probe_identity():
+    from xcbench.tasks.faces import open_set_split
+
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+    s = open_set_split(y, 0.5)
+    assert s["gallery"].tolist() == [0, 3, 6, 7, 8, 9, 10, 11]
+    assert s["queries"].tolist() == [1, 2, 4, 5] and s["pairs"].tolist() == [0, 1, 2, 3, 4, 5]
