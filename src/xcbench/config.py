@@ -60,7 +60,8 @@ def normalise_task(exp: dict) -> dict:
 
 def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
-    (same folder) and only adds its own title and rendering; one with `extends: <artifact>` is
+    (same folder) and only adds its own title and rendering (its `datasets`, and per-scale ones under
+    `scales:`, may narrow the owner's); one with `extends: <artifact>` is
     that artifact's file with this one deep-merged on top (a variant with its own runs); its own
     `methods` and `render`, when given, replace the parent's instead of merging into them."""
     path = Path(path)
@@ -84,9 +85,11 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
         only = exp.pop("methods", None)  # a list: render only these of the owner's runs
+        if "scales" in exp:  # e.g. the owner's datasets of one scale narrowed to a column: merged onto the owner's
+            exp["scales"] = deep_merge(owner.get("scales", {}), exp["scales"])
         exp = {**owner, **exp}
-        if only is not None:
-            exp["only_methods"] = list(only)
+        if only is not None:  # applied after the scale's own `only_methods` (a view of the runs that scale has)
+            exp["view_methods"] = list(only)
     return exp
 
 
@@ -106,6 +109,11 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
             owner = f"runs of {out['runs_of']}" if "runs_of" in out else "methods of this experiment"
             raise ConfigError(f"{out['artifact']}: only_methods {missing} are not {owner}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("only_methods")}
+    if "view_methods" in out:
+        unknown = [m for m in out["view_methods"] if m not in normalise_methods(exp.get("methods", {}))]
+        if unknown:
+            raise ConfigError(f"{out['artifact']}: methods {unknown} are not runs of {out['runs_of']}")
+        out["methods"] = {m: out["methods"][m] for m in out.pop("view_methods") if m in out["methods"]}
     return out
 
 

@@ -268,6 +268,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
     best = [h for h in hist if h["epoch"] == res["best_epoch"]]
     metrics = {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
                "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
+               "first": next((strip(h) for h in hist if h["epoch"] == 1), {}),  # after one epoch (per-epoch head metrics)
                "best": strip(best[0]) if best else {}, "best_epoch": res["best_epoch"],
                "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
                "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],

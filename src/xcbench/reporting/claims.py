@@ -4,7 +4,8 @@
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
-not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale). A side
+not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale); a
+dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
 """
@@ -69,6 +70,8 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
                 # a dataset or a method this scale does not run (a scale's `only_methods`)
                 verdict, ours = "not at this scale", "–"
             elif lv is None or rv is None:
+                if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
+                    continue  # every run is there: the metric is not one this dataset reports (a text column)
                 verdict, ours = "not run", "–"
             else:
                 verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"

@@ -129,7 +129,11 @@ class Forest:
         seg, pos = _ranges(self.start[node], self.size[node])
         key = torch.unique(row[seg] * self.C + self.order[pos])                                 # pooled, deduplicated
         q, c = key // self.C, key % self.C
-        cos = _rowdot(x, q, self.U, c)
+        uc, inv = torch.unique(c, return_inverse=True)
+        if len(x) * len(uc) <= 4 * len(c):  # few distinct classes: one (B, |uc|) product beats |pairs| gathered rows
+            cos = (x @ self.U[uc].T)[q, inv]
+        else:
+            cos = _rowdot(x, q, self.U, c)
         by_score = torch.argsort(-cos, stable=True)
         idx = by_score[torch.argsort(q[by_score], stable=True)]                                 # by row, then score
         q, c = q[idx], c[idx]

@@ -1,0 +1,197 @@
+"""Active-class selectors: build time, selection time per batch and precision against `optimal`
+(Zhang et al. 2018), and one selective-softmax step against one full-softmax step.
+
+Class embeddings: a stated mixture, n/100 cluster centres mu_k ~ N(0, I_d / d) and
+w_c = mu_k(c) + 0.5 eps_c, eps_c ~ N(0, I_d / d) (clusters of ~100 similar classes, as trained face
+classifiers' rows of similar identities). A batch of B queries near their classes, h_i = w_{c_i} + e_i,
+e_i ~ N(0, I_d / d), c_i uniform. M = 1% of n, per-example quota q = ceil(M / B). Precision =
+mean_i |S_i ∩ T_q(h_i)| / q: T_q(h_i) the exact top-q of W h_i among the classes other than c_i (the
+label is always active; its hardest negatives are what a selector must find), S_i the
+example's own selection (HF: its q re-ranked pooled classes; PCA / k-means: its label's group;
+random: q uniform classes; optimal: its exact top-q, the label included), before the batch union and the cap (at n = 10^4,
+M = 100 < B, so the cap would keep the labels alone). Selection time: `select(h, y, M)` for the
+batch (the union of the per-example selections with the labels), median of `--repeats` after one
+warm-up; the structure build (forest, k-means, PCA codes) is timed apart.
+
+    python benchmarks/selectors.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
+    python benchmarks/selectors.py --n 10000 --repeats 2 --name selectors_small
+Writes benchmarks/out/<name>.{json,md,png} (default selectors).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# this file's name shadows the standard library's `selectors` (imported by subprocess) when run as a script
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def mixture(n: int, d: int, g: torch.Generator) -> torch.Tensor:
+    mu = torch.randn(max(1, n // 100), d, generator=g) / math.sqrt(d)
+    return mu[torch.randint(len(mu), (n,), generator=g)] + 0.5 * torch.randn(n, d, generator=g) / math.sqrt(d)
+
+
+def timed(fn, repeats: int) -> tuple[float, object]:
+    out = fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), out
+
+
+def configs(n: int) -> list[tuple[str, str, dict]]:
+    out = [("optimal", "optimal", {}), ("random", "random", {})]
+    out += [(f"pca_hash bits={b}", "pca_hash", {"bits": b}) for b in (8, 12, 16)]
+    out += [("kmeans 1024", "kmeans", {"clusters": 1024, "iters": 5})]
+    for L in ((5, 10, 20) if n >= 10 ** 6 else (5, 10, 20, 50)):
+        out += [(f"hf L={L} leaf={leaf}", "hf", {"trees": L, "leaf": leaf}) for leaf in (16, 64)]
+    return out
+
+
+def per_example_hits(sel, name: str, h: torch.Tensor, y: torch.Tensor, top: torch.Tensor, q: int) -> torch.Tensor:
+    """(B, q) bool: is each exact top-q class of each query in that query's own selection?"""
+    if name == "hf":
+        rows, cls = sel.forest.query(torch.nn.functional.normalize(h, dim=1), q)
+        key = rows * sel.n_classes + cls
+        return torch.isin(torch.arange(len(h)).unsqueeze(1) * sel.n_classes + top, key)
+    if name in ("pca_hash", "kmeans"):
+        return sel.keys[top] == sel.keys[y].unsqueeze(1)
+    if name == "optimal":  # its own top-q (the label usually among them)
+        return (top.unsqueeze(2) == sel.candidates(h, y, q, None).unsqueeze(1)).any(2)
+    draws = torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4))
+    return (top.unsqueeze(2) == draws.unsqueeze(1)).any(2)
+
+
+def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
+    from xcbench.registry import SELECTORS
+
+    g = torch.Generator().manual_seed(0)
+    W = mixture(n, d, g)
+    y = torch.randint(n, (B,), generator=g)
+    h = W[y] + torch.randn(B, d, generator=g) / math.sqrt(d)
+    M = max(1, n // 100)
+    q = math.ceil(M / B)
+    with torch.no_grad():
+        top = (h @ W.T).scatter(1, y.unsqueeze(1), -math.inf).topk(q, dim=1).indices           # (B, q) hardest negatives
+    rows = []
+    for label, name, params in configs(n):
+        sel = SELECTORS.get(name)(n, **params)
+        sel.bind(W)
+        t0 = time.perf_counter()
+        if sel.needs_index:
+            sel.update(W, torch.Generator().manual_seed(2))
+        build = time.perf_counter() - t0
+        sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
+        prec = per_example_hits(sel, name, h, y, top, q).double().mean().item()
+        rows.append({"n": n, "d": d, "B": B, "M": M, "q": q, "selector": label, "build_s": build,
+                     "select_s": sel_s, "precision": prec, "selected": len(S)})
+        print(f"n={n:>8} {label:<22} build {build:8.3f} s  select {1000 * sel_s:9.2f} ms  precision {prec:.3f}",
+              flush=True)
+        del sel
+    return rows
+
+
+def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
+    """One training step (loss, backward, lazy Adam) of the full softmax and of the HF selective softmax."""
+    from xcbench.heads.full_softmax import FullSoftmax
+    from xcbench.heads.selective_softmax import SelectiveSoftmax
+    from xcbench.optim.lazy_adam import LazyAdam
+
+    g = torch.Generator().manual_seed(0)
+    W = mixture(n, d, g)
+    y = torch.randint(n, (B,), generator=g)
+    h = W[y] + torch.randn(B, d, generator=g) / math.sqrt(d)
+    out = {"n": n, "d": d, "B": B, "M": n // 100}
+    heads = {"full": FullSoftmax(d, n, torch.Generator().manual_seed(1)),
+             "selective_hf": SelectiveSoftmax(d, n, torch.Generator().manual_seed(1), selector="hf",
+                                              selector_params={"trees": 10, "leaf": 64, "rebuild_every": None}, M=n // 100)}
+    for key, head in heads.items():
+        with torch.no_grad():
+            head.W.copy_(W)
+        head.on_epoch_start(0, torch.Generator().manual_seed(2))
+        opt = LazyAdam(head.parameters(), lr=1e-3)
+        gen = torch.Generator().manual_seed(3)
+
+        def step():
+            loss = head.loss(h, y, None, gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        out[f"{key}_step_s"] = timed(step, repeats)[0]
+        print(f"n={n} {key} step {out[f'{key}_step_s']:.3f} s", flush=True)
+        del head, opt
+    out["speedup"] = out["full_step_s"] / out["selective_hf_step_s"]
+    return out
+
+
+def render(rows: list[dict], steps: list[dict], name: str, meta: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = sorted({r["n"] for r in rows})
+    fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 3.4), squeeze=False)
+    for ax, n in zip(axes[0], ns):
+        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o")):
+            pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and r["selector"].startswith(fam)]
+            if pts:
+                ax.scatter(*zip(*pts), marker=mk, label=fam, s=22)
+        ax.set_xscale("log")
+        ax.set_xlabel("selection time per batch (ms)")
+        ax.set_ylabel("precision vs optimal")
+        ax.set_title(f"n = {n:,}, M = 1%")
+        ax.legend(frameon=False, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=130)
+    lines = [f"# Selectors: precision vs selection time ({meta['threads']} CPU threads, {meta['machine']})", "",
+             "Class embeddings: a mixture of n/100 clusters (benchmarks/selectors.py docstring); B = 256 queries, "
+             "M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
+             "| n | selector | build (s) | selection (ms / batch) | precision | selected (batch) | selection / optimal's |",
+             "|---|---|---|---|---|---|---|"]
+    for n in ns:
+        opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")
+        for r in (r for r in rows if r["n"] == n):
+            lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
+                         f"{r['precision']:.3f} | {r['selected']} | {r['select_s'] / opt:.3f} |")
+    if steps:
+        lines += ["", "One training step (loss, backward, lazy Adam), B = 256, d = 256:", "",
+                  "| n | full softmax (s) | selective, HF L=10 (s) | speed-up |", "|---|---|---|---|"]
+        lines += [f"| {s['n']:,} | {s['full_step_s']:.3f} | {s['selective_hf_step_s']:.3f} | {s['speedup']:.1f}x |" for s in steps]
+    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, nargs="+", default=[10 ** 4, 10 ** 5, 10 ** 6])
+    p.add_argument("--d", type=int, default=256)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--step-n", type=int, nargs="*", default=[10 ** 6])
+    p.add_argument("--name", default="selectors")
+    a = p.parse_args()
+    OUT.mkdir(exist_ok=True)
+    meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__}
+    rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
+    steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
+    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps}, indent=1))
+    render(rows, steps, a.name, meta)
+
+
+if __name__ == "__main__":
+    main()
