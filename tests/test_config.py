@@ -67,3 +67,39 @@ def test_unknown_config_key_is_an_error():
 def test_unknown_scale():
     with pytest.raises(ConfigError, match="scale"):
         resolve_experiment(TINY_EXP, "medium")
+
+
+def _write(tmp_path, name, obj):
+    write_yaml(tmp_path / f"{name}.yaml", obj)
+    return tmp_path / f"{name}.yaml"
+
+
+def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
+    from xcbench.reporting.collect import expected_runs
+    from xcbench.train import method_config
+
+    owner = {"paper": "p", "artifact": "own", "title": "t", "task": "multiclass", "seeds": [0], "datasets": ["a", "b"],
+             "render": {"kind": "table", "renderer": "metric_table"},
+             "model": {"encoder": {"name": "mlp", "hidden": 8}},
+             "methods": {"m1": {"head": "full_softmax"}, "m2": {"head": "full_softmax", "datasets": ["a"]},
+                         "m3": {"head": "full_softmax", "params": {"k": 1}}},
+             "per_dataset": {"b": {"task": {"name": "lm"}, "model": {"encoder": {"name": "lstm_lm", "emb": 4}},
+                                   "methods": {"m3": {"params": {"k": 2}}}}},
+             "scales": {"quick": {"only_methods": ["m1", "m2"]}}}
+    _write(tmp_path, "own", owner)
+    exp = resolve_experiment(load_experiment(tmp_path / "own.yaml"), "paper")
+    assert expected_runs(exp) == [("a", "m1", 0), ("a", "m2", 0), ("a", "m3", 0), ("b", "m1", 0), ("b", "m3", 0)]
+    spec, _, model = method_config(exp, "b", "m3")
+    assert spec["params"] == {"k": 2} and model["encoder"] == {"name": "lstm_lm", "emb": 4}  # no mlp params leak
+    assert method_config(exp, "a", "m3")[0]["params"] == {"k": 1}
+    view = {"paper": "p", "artifact": "view", "title": "v", "runs_of": "own", "methods": ["m3", "m1"],
+            "render": {"kind": "table", "renderer": "metric_table"}, "scales": {"paper": {"datasets": ["b"]}}}
+    _write(tmp_path, "view", view)
+    v = resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
+    assert list(v["methods"]) == ["m3", "m1"] and v["datasets"] == ["b"]
+    q = resolve_experiment(load_experiment(tmp_path / "view.yaml"), "quick")  # the owner's quick runs m1, m2 only
+    assert list(q["methods"]) == ["m1"] and q["datasets"] == ["a", "b"]
+    view["methods"] = ["nope"]
+    _write(tmp_path, "view", view)
+    with pytest.raises(ConfigError, match="nope"):
+        resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")

@@ -262,3 +262,32 @@ def test_open_set_split_has_one_gallery_sample_per_probe_identity():
     s = open_set_split(y, 0.5)
     assert s["gallery"].tolist() == [0, 3, 6, 7, 8, 9, 10, 11]
     assert s["queries"].tolist() == [1, 2, 4, 5] and s["pairs"].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("selector,sp", [("hf", {"trees": 3, "leaf": 4, "rebuild_every": 7}),
+                                         ("hf_a", {"trees_start": 2, "trees_end": 4, "T_start": 5, "T_end": 9,
+                                                   "phase_epochs": 1, "leaf": 4})])
+def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector, sp):
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+    from xcbench.train import run
+
+    processed, entry = prepared("synthetic-faces-tiny")
+    exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
+           "task": {"name": "faces", "params": {"eval_train_size": 100}},
+           "render": {"kind": "table", "renderer": "metric_table"}, "datasets": ["synthetic-faces-tiny"], "seeds": [0],
+           "methods": normalise_methods({"m": {"head": "selective_softmax",
+                                               "params": {"selector": selector, "selector_params": sp, "M_frac": 0.3}}}),
+           "model": {"encoder": {"name": "mlp", "hidden": 8}},
+           "train": {"epochs": 3, "batch_size": 16, "lr": 0.01, "optimizer": "lazy_adam"}}
+    dev = torch.device("cpu")
+    go = lambda out, **kw: run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
+                               out, dev, **kw)
+    full = go(tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        go(tmp_path / "cut", interrupt_after=1)
+    resumed = go(tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"]
+    assert {k: v for k, v in resumed["curves"].items() if k not in ("select_ms", "step_ms")} == \
+        {k: v for k, v in full["curves"].items() if k not in ("select_ms", "step_ms")}
+    assert {"verif_tpr", "ident_top1"} <= set(full["metrics"])

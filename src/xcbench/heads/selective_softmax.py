@@ -16,7 +16,7 @@ M = `M` classes, or `M_frac` of them (the paper's 1%); HF-A (`hf_a`) adapts M, L
 
 Per-epoch metrics on the fixed probe batch (history, figures 1 and 3): average CP_K and NCG_K
 (metrics.py, eqs. 3 and 5) for K in `probe_ks`; `precision`, the approximation precision: the probe
-is cut into training-size batches, each selected as in training, and precision = mean over examples
+is cut into training-size batches (the rows of a training step), each selected as in training, and precision = mean over examples
 of |S ∩ T_q(x)| / q, T_q(x) the exact top-q classes of W x and q = ceil(M / B) the per-example quota;
 `select_ms`, the mean selection time per training step (rebuilds included) and `active`, the mean |S|.
 """
@@ -66,7 +66,7 @@ class SelectiveSoftmax(Head):
         self.k = int(M) if M else max(1, round(M_frac * n_classes))
         self.probe_ks = list(probe_ks)
         self.register_buffer("since_build", torch.zeros((), dtype=torch.long))
-        self.batch_size, self.total_steps, self.steps_per_epoch = 1, 1, 1
+        self.batch_size, self.total_steps, self.steps_per_epoch, self._rows = 1, 1, 1, 0
         self._sel_s, self._steps, self._active = 0.0, 0, 0.0
         self._active_all, self._steps_all = 0.0, 0
 
@@ -121,6 +121,7 @@ class SelectiveSoftmax(Head):
             self._rebuild(gen)
         S = self.active_set(h, y, gen)                                                         # (M',)
         self._sel_s += time.perf_counter() - t0
+        self._rows = len(h)  # queries per step (a language model's batch x bptt)
         self._steps += 1
         self._active += len(S)
         self.since_build += 1
@@ -130,7 +131,7 @@ class SelectiveSoftmax(Head):
     @torch.no_grad()
     def precision(self, h: torch.Tensor, y: torch.Tensor, o: torch.Tensor) -> float:
         g = torch.Generator(device=h.device).manual_seed(0)
-        B, k = self.batch_size, self.selector.budget(self.k)
+        B, k = self._rows or self.batch_size, self.selector.budget(self.k)
         q = max(1, math.ceil(k / B))
         hit = []
         for s in range(0, len(h) - B + 1, B):
