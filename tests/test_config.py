@@ -103,3 +103,25 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
     _write(tmp_path, "view", view)
     with pytest.raises(ConfigError, match="nope"):
         resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
+
+
+def test_every_same_run_names_an_identical_run():
+    """A method that reads another artifact's run (`same_run`) must have exactly that run's settings."""
+    from xcbench.reporting.collect import expected_runs
+    from xcbench.train import method_config
+
+    shown = ("label", "x", "series", "same_run", "datasets")
+    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
+        for scale in ("tiny", "quick", "paper"):
+            exp = resolve_experiment(load_experiment(f), scale)
+            for d, m, _ in expected_runs(exp):
+                same = exp["methods"][m].get("same_run")
+                if not same:
+                    continue
+                art, key = same.split("/")
+                tgt = resolve_experiment(load_experiment(f.with_name(f"{art}.yaml")), scale)
+                assert (d, key) in {(a, b) for a, b, _ in expected_runs(tgt)}, f"{f} {scale}: {same} not run on {d}"
+                mine, theirs = method_config(exp, d, m), method_config(tgt, d, key)
+                strip = lambda spec: {k: v for k, v in spec.items() if k not in shown}  # noqa: E731
+                assert strip(mine[0]) == strip(theirs[0]) and mine[1:] == theirs[1:], f"{f} {scale} {m} != {same}"
+                assert exp["task"] == tgt["task"], f"{f} {scale}: task differs from {art}"

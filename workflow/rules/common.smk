@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from xcbench.config import load_datasets, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
-from xcbench.reporting.collect import expected_runs
+from xcbench.reporting.collect import expected_runs, run_location
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -49,8 +49,11 @@ def artifact_files(paper, artifact):
 def run_metrics(paper, artifact, scale=SCALE):
     exp = EXPS.get((paper, artifact)) if scale == SCALE else None
     exp = exp or experiment(paper, artifact, scale)
-    owner = exp.get("runs_of", artifact)
-    return [f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{m}/seed{s}/metrics.json" for d, m, s in expected_runs(exp)]
+    paths = []
+    for d, m, s in expected_runs(exp):
+        owner, key = run_location(exp, m)  # its own run, the runs_of owner's, or a `same_run`
+        paths.append(f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{key}/seed{s}/metrics.json")
+    return paths
 
 
 def render_outputs(kind):

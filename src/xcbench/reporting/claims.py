@@ -66,6 +66,8 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
             used = [m for side in (c["left"], c["right"]) if "value" not in side
                     for m in side.get("methods", [side.get("method")])]
+            if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
+                continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
             if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
                 # a dataset or a method this scale does not run (a scale's `only_methods`)
                 verdict, ours = "not at this scale", "–"

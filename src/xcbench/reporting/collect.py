@@ -9,10 +9,21 @@ from pathlib import Path
 from xcbench.io import read_json
 
 
+def run_location(exp: dict, method: str) -> tuple[str, str]:
+    """(artifact, method key) of the run a method of this experiment reads: its own, the `runs_of`
+    owner's, or another artifact's identical run named by the method's `same_run: <artifact>/<method>`
+    (a sweep's point that another artifact already trains, e.g. Figure 5's largest L = Table 1's HF)."""
+    same = (exp["methods"].get(method) or {}).get("same_run")
+    if same:
+        artifact, key = same.split("/")
+        return artifact, key
+    return exp.get("runs_of", exp["artifact"]), method
+
+
 def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Path:
     """Runs live under the artifact that trains them (`runs_of` lets a figure reuse a table's runs)."""
-    owner = exp.get("runs_of", exp["artifact"])
-    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / method / f"seed{seed}"
+    owner, key = run_location(exp, method)
+    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / key / f"seed{seed}"
 
 
 def expected_runs(exp: dict) -> list[tuple[str, str, int]]:
