@@ -291,3 +291,14 @@ def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector
     assert {k: v for k, v in resumed["curves"].items() if k not in ("select_ms", "step_ms")} == \
         {k: v for k, v in full["curves"].items() if k not in ("select_ms", "step_ms")}
     assert {"verif_tpr", "ident_top1"} <= set(full["metrics"])
+
+
+@pytest.mark.parametrize("Q", [1, 3, 12])
+def test_dense_and_flat_pooling_select_the_same_classes(Q):
+    W, g = clustered(C=700)
+    f = fo.Forest(F.normalize(W, dim=1), 5, 8, torch.Generator().manual_seed(0))
+    x = F.normalize(torch.randn(9, W.shape[1], generator=g), dim=1)
+    node = f.descend(x, Q)
+    pairs = lambda rc: sorted(zip(rc[0].tolist(), rc[1].tolist()))  # noqa: E731
+    dense, flat = f._pool_dense(x, node, Q), f._pool_flat(x, node, Q)
+    assert pairs(dense) == pairs(flat) and len(pairs(dense)) == 9 * Q

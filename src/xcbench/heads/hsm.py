@@ -6,12 +6,14 @@ ceil(log2 C)). Internal node v has a vector u_v and bias a_v; the path of class 
 v_1..v_D from the root with directions s_j = +1 (left) or -1 (right), and
     p(c | h) = prod_j sigma(s_j (u_{v_j} . h + a_{v_j})),     loss = -log p(y | h),
 a proper distribution over the C classes (the probabilities sum to 1). A step reads only the D node
-rows of each example's path (sparse rows). `scores` returns log p(c | h) for every class.
+rows of each example's path (sparse rows). `scores` returns log p(c | h) for every class: the
+per-node log sigma(+-z) summed along every path by one sparse (C, 2 (C - 1)) product.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -64,14 +66,27 @@ class HierarchicalSoftmax(Head):
         z = (h.unsqueeze(1) * F.embedding(v, self.U, sparse=True)).sum(-1) + F.embedding(v, self.a, sparse=True)[..., 0]
         return -(F.logsigmoid(s * z) * (s != 0)).sum(1).mean()
 
+    def _paths(self) -> torch.Tensor:
+        """Sparse (C, 2 (C - 1)) 0/1 matrix: class c's row picks log sigma(+z_v) (column v) or
+        log sigma(-z_v) (column C - 1 + v) along its path, so log p = [log sigma(z), log sigma(-z)] P^T."""
+        key = (self.nodes.device, self.nodes.data_ptr())
+        if getattr(self, "_P_key", None) != key:
+            n_nodes = self.U.shape[0]
+            on = self.signs != 0                                                                # (C, D)
+            rows = torch.arange(self.n_classes, device=self.nodes.device).unsqueeze(1).expand_as(self.nodes)[on]
+            cols = (self.nodes + n_nodes * (self.signs < 0))[on]
+            P = torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.ones(len(rows), device=rows.device),
+                                        (self.n_classes, 2 * n_nodes), check_invariants=False).coalesce()
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": the product below is all we use
+                warnings.simplefilter("ignore", UserWarning)
+                self._P = P.to_sparse_csr()
+            self._P_key = key
+        return self._P
+
     def scores(self, h):
         z = h @ self.U.T + self.a[:, 0]                                                         # (B, C - 1)
-        rows = max(1, (1 << 22) // (self.n_classes * self.nodes.shape[1]))
-        out = []
-        for r in range(0, len(h), rows):
-            zr = z[r:r + rows][:, self.nodes]                                                   # (b, C, D)
-            out.append((F.logsigmoid(self.signs * zr) * (self.signs != 0)).sum(-1))
-        return torch.cat(out)
+        L = torch.cat([F.logsigmoid(z), F.logsigmoid(-z)], 1)                                   # (B, 2 (C - 1))
+        return (self._paths() @ L.T).T                                                          # (B, C)
 
     def report(self):
         return {"softmax_layer_mb": layer_mb(self.nodes.shape[1], self.in_dim)}

@@ -38,7 +38,7 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
     for d, m, s in expected_runs(exp):
         p = run_dir(results, exp, d, m, s) / "metrics.json"
         if p.exists():
-            out.append({"dataset": d, "method": m, "seed": s, **read_json(p)})
+            out.append({**read_json(p), "dataset": d, "method": m, "seed": s})  # the name this experiment gives it
     return out
 
 

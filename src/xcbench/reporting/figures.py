@@ -1,5 +1,6 @@
 """Figure renderers. `curves`: one panel per (dataset, curve key), a per-epoch curve per method,
-mean over seeds with a min-max band; the caption (scale, seeds, substitutions) beside it."""
+mean over seeds with a min-max band; `metric_curves`: several keys of one method as the lines of a
+panel; the caption (scale, seeds, substitutions) beside it."""
 
 from __future__ import annotations
 
@@ -59,6 +60,38 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     fig.suptitle(exp.get("title", exp["artifact"]), fontsize=9)
     paths = style.save(fig, out)
     return paths + figure_pages(out, exp.get("title", exp["artifact"]), foot)
+
+
+@RENDERERS.register("metric_curves")
+def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    """Several per-epoch keys of one method as lines in one panel (Zhang et al. Figure 1: CP_K for
+    several K): one row per dataset, one panel per entry of `render.groups: [{label, keys, names}]`."""
+    opts, recs = exp["render"], collect(results, exp)
+    method = next(iter(exp["methods"]))
+    groups = opts["groups"]
+    fig, axes = style.figure(len(groups), len(exp["datasets"]))
+    rows = []
+    for i, d in enumerate(exp["datasets"]):
+        runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == method]
+        for ax, g in zip(axes[i], groups):
+            for j, (key, name) in enumerate(zip(g["keys"], g.get("names", g["keys"]))):
+                if not runs or key not in runs[0]:
+                    continue
+                pts = [(e, v) for e, v in zip(runs[0]["epoch"], runs[0][key]) if v is not None]
+                Y = np.asarray([[dict(zip(c["epoch"], c[key])).get(e) for e, _ in pts] for c in runs], float)
+                ax.plot([e for e, _ in pts], Y.mean(0), label=name, marker=MARKERS[j % len(MARKERS)], markersize=3,
+                        linestyle=LINESTYLES[j % len(LINESTYLES)])
+                rows.append(f"| {pretty(d)} | {name} | " + ", ".join(f"{v:.4f}" for v in Y.mean(0)) + " |")
+            ax.set_title(f"{pretty(d)}: {g['label']}")
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(g["label"])
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.legend(frameon=False, fontsize=7)
+    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    fig.suptitle(title, fontsize=9)
+    paths = style.save(fig, out)
+    table = "| dataset | curve | per epoch |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    return paths + figure_pages(out, title, foot, table)
 
 
 def figure_pages(out: str, title: str, foot: str, extra_md: str = "") -> list[Path]:

@@ -14,6 +14,8 @@ Query with quota Q: walk from the root, taking the side of each boundary that th
 while the next node still holds at least Q classes; the node reached (the parent of the first node
 below Q) gives its classes. The classes pooled over the L trees are re-ranked by cosine to the query
 and the Q closest are the example's selection. Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
+The pooled cells are padded into a (B, L x largest cell) tensor when the cells are of similar size
+(`_pool_dense`), else handled as flat (query, class) pairs (`_pool_flat`); both give the same selection.
 
 All L trees live in flat arrays and grow together, one level at a time; the descent runs for every
 (example, tree) pair at once, one tensor operation per level. For C <= GRAM_MAX the projections
@@ -122,8 +124,29 @@ class Forest:
         return cur
 
     def query(self, x: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per query the Q pooled classes of highest cosine: flat (query row, class id) pairs."""
-        node = self.descend(x, Q).reshape(-1)                                                   # (B L,)
+        """Per query the Q pooled classes of highest cosine: flat (query row, class id) pairs, by row."""
+        node = self.descend(x, Q)                                                               # (B, L)
+        n = self.size[node]
+        if len(x) * node.shape[1] * int(n.max()) <= 4 * int(n.sum()):  # cells of similar size: padded tensors
+            return self._pool_dense(x, node, Q)
+        return self._pool_flat(x, node, Q)
+
+    def _pool_dense(self, x: torch.Tensor, node: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
+        B, L = node.shape
+        n, P = self.size[node], int(self.size[node].max())
+        offs = torch.arange(P, device=x.device)
+        ids = self.order[(self.start[node].unsqueeze(-1) + offs).clamp(max=len(self.order) - 1)]   # (B, L, P)
+        ids = torch.where(offs < n.unsqueeze(-1), ids, -1).reshape(B, L * P)
+        ids = ids.sort(1).values
+        ids[:, 1:] = torch.where(ids[:, 1:] == ids[:, :-1], -1, ids[:, 1:])                  # pooled, deduplicated
+        cos = torch.bmm(self.U[ids.clamp(min=0)], x.unsqueeze(2)).squeeze(2).masked_fill(ids < 0, -torch.inf)
+        top = cos.topk(min(Q, cos.shape[1]), dim=1)
+        keep = top.values > -torch.inf
+        rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(keep)
+        return rows[keep], ids.gather(1, top.indices)[keep]
+
+    def _pool_flat(self, x: torch.Tensor, node: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
+        node = node.reshape(-1)                                                                 # (B L,)
         L = len(self.roots)
         row = torch.arange(len(x), device=x.device).repeat_interleave(L)
         seg, pos = _ranges(self.start[node], self.size[node])
