@@ -302,3 +302,16 @@ def test_dense_and_flat_pooling_select_the_same_classes(Q):
     pairs = lambda rc: sorted(zip(rc[0].tolist(), rc[1].tolist()))  # noqa: E731
     dense, flat = f._pool_dense(x, node, Q), f._pool_flat(x, node, Q)
     assert pairs(dense) == pairs(flat) and len(pairs(dense)) == 9 * Q
+
+
+def test_inner_rerank_ranks_the_pool_by_response():
+    W, g = clustered(C=300)
+    W = W * (1 + torch.rand(len(W), 1, generator=g))             # rows of different norms
+    sel = SELECTORS.get("hf")(len(W), trees=40, leaf=8, rerank="inner")
+    sel.update(W, torch.Generator().manual_seed(0))
+    h = torch.randn(6, W.shape[1], generator=g)
+    rows, cls = sel.per_example(h, 5)
+    want = torch.topk(h @ W.T, 5, dim=1).indices                 # 40 trees pool nearly everything near h
+    got = torch.zeros(6, len(W), dtype=torch.bool)
+    got[rows, cls] = True
+    assert got.gather(1, want).float().mean() >= 0.9

@@ -13,7 +13,8 @@ Every tree partitions the classes: each class is in exactly one leaf. `trees` (L
 Query with quota Q: walk from the root, taking the side of each boundary that the unit query falls on,
 while the next node still holds at least Q classes; the node reached (the parent of the first node
 below Q) gives its classes. The classes pooled over the L trees are re-ranked by cosine to the query
-and the Q closest are the example's selection. Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
+and the Q closest are the example's selection (`rerank: inner` ranks the pool by the response w_c . x
+instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
 The pooled cells are padded into a (B, L x largest cell) tensor when the cells are of similar size
 (`_pool_dense`), else handled as flat (query, class) pairs (`_pool_flat`); both give the same selection.
 
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from xcbench.registry import SELECTORS
 from xcbench.selectors.base import IndexedSelector
 
+RERANK = ("cosine", "inner")  # the text's cosine, or the response w . x that Optimal ranks by
 CHUNK = 65536     # rows per gathered block (memory stays O(CHUNK d))
 GRAM_MAX = 16384  # up to this many classes the build reads projections from the Gram matrix U U^T
 
@@ -123,15 +125,17 @@ class Forest:
             cur = torch.where(go, child, cur)
         return cur
 
-    def query(self, x: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per query the Q pooled classes of highest cosine: flat (query row, class id) pairs, by row."""
+    def query(self, x: torch.Tensor, Q: int, norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per query the Q pooled classes of highest cosine (with `norms`, of highest response
+        |w_c| cos = w_c . x / |x|): flat (query row, class id) pairs, by row."""
         node = self.descend(x, Q)                                                               # (B, L)
         n = self.size[node]
         if len(x) * node.shape[1] * int(n.max()) <= 4 * int(n.sum()):  # cells of similar size: padded tensors
-            return self._pool_dense(x, node, Q)
-        return self._pool_flat(x, node, Q)
+            return self._pool_dense(x, node, Q, norms)
+        return self._pool_flat(x, node, Q, norms)
 
-    def _pool_dense(self, x: torch.Tensor, node: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pool_dense(self, x: torch.Tensor, node: torch.Tensor, Q: int,
+                    norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         B, L = node.shape
         n, P = self.size[node], int(self.size[node].max())
         offs = torch.arange(P, device=x.device)
@@ -139,13 +143,21 @@ class Forest:
         ids = torch.where(offs < n.unsqueeze(-1), ids, -1).reshape(B, L * P)
         ids = ids.sort(1).values
         ids[:, 1:] = torch.where(ids[:, 1:] == ids[:, :-1], -1, ids[:, 1:])                  # pooled, deduplicated
-        cos = torch.bmm(self.U[ids.clamp(min=0)], x.unsqueeze(2)).squeeze(2).masked_fill(ids < 0, -torch.inf)
+        uc, inv = torch.unique(ids.clamp(min=0), return_inverse=True)
+        if len(uc) <= 8 * ids.shape[1]:  # few distinct classes in the batch: one BLAS product beats gathered rows
+            cos = (x @ self.U[uc].T).gather(1, inv)
+        else:
+            cos = torch.bmm(self.U[ids.clamp(min=0)], x.unsqueeze(2)).squeeze(2)
+        if norms is not None:
+            cos = cos * norms[ids.clamp(min=0)]
+        cos = cos.masked_fill(ids < 0, -torch.inf)
         top = cos.topk(min(Q, cos.shape[1]), dim=1)
         keep = top.values > -torch.inf
         rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(keep)
         return rows[keep], ids.gather(1, top.indices)[keep]
 
-    def _pool_flat(self, x: torch.Tensor, node: torch.Tensor, Q: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pool_flat(self, x: torch.Tensor, node: torch.Tensor, Q: int,
+                   norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         node = node.reshape(-1)                                                                 # (B L,)
         L = len(self.roots)
         row = torch.arange(len(x), device=x.device).repeat_interleave(L)
@@ -153,10 +165,12 @@ class Forest:
         key = torch.unique(row[seg] * self.C + self.order[pos])                                 # pooled, deduplicated
         q, c = key // self.C, key % self.C
         uc, inv = torch.unique(c, return_inverse=True)
-        if len(x) * len(uc) <= 4 * len(c):  # few distinct classes: one (B, |uc|) product beats |pairs| gathered rows
+        if len(x) * len(uc) <= 8 * len(c):  # few distinct classes: one (B, |uc|) product beats |pairs| gathered rows
             cos = (x @ self.U[uc].T)[q, inv]
         else:
             cos = _rowdot(x, q, self.U, c)
+        if norms is not None:
+            cos = cos * norms[c]
         by_score = torch.argsort(-cos, stable=True)
         idx = by_score[torch.argsort(q[by_score], stable=True)]                                 # by row, then score
         q, c = q[idx], c[idx]
@@ -168,17 +182,23 @@ class Forest:
 
 @SELECTORS.register("hf")
 class HashingForest(IndexedSelector):
-    def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100) -> None:
+    def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100,
+                 rerank: str = "cosine") -> None:
         super().__init__(n_classes, rebuild_every)
-        self.trees, self.leaf = trees, leaf
+        if rerank not in RERANK:
+            raise ValueError(f"hf: rerank must be one of {RERANK}, got {rerank!r}")
+        self.trees, self.leaf, self.rerank = trees, leaf, rerank
         self.forest: Forest | None = None
+        self.norms: torch.Tensor | None = None
 
     def build(self, E, gen):
         self.forest = Forest(F.normalize(E.float(), dim=1), self.trees, self.leaf, gen)
-
-    def candidates(self, h, y, q, gen):
-        return self.forest.query(F.normalize(h.float(), dim=1), q)[1]
+        self.norms = E.float().norm(dim=1)                                                      # (C,)
 
     def per_example(self, h: torch.Tensor, q: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.forest.query(F.normalize(h.float(), dim=1), q)
+        """(query row, class) pairs of each example's q selected classes."""
+        return self.forest.query(F.normalize(h.float(), dim=1), q, self.norms if self.rerank == "inner" else None)
+
+    def candidates(self, h, y, q, gen):
+        return self.per_example(h, q)[1]
 
