@@ -10,7 +10,8 @@ label is always active; its hardest negatives are what a selector must find), S_
 example's own selection of q + 1 classes (room for its label and q others: HF its q + 1 re-ranked
 pooled classes, optimal its exact top-(q + 1); PCA / k-means its label's group; random q + 1
 uniform classes), before the batch union and the cap (at n = 10^4, M = 100 < B: the cap would keep
-the labels alone). Selection time: `select` of the batch with
+the labels alone). PCA's and k-means' precision counts their whole group (hundreds to thousands of
+classes per example, see "selected"), an upper bound of what survives the cap. Selection time: `select` of the batch with
 that quota (the union of the per-example selections with the labels), median of `--repeats` after one
 warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each forest is queried
 with both re-rankings of the pooled classes: the text's cosine and the response w . h.
