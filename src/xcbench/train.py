@@ -40,6 +40,7 @@ from xcbench.selection import BestEpoch
 
 CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
+WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
 
 class TrainingDiverged(FloatingPointError):
     """The training loss became NaN or infinite."""
@@ -263,7 +264,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
     hist = res["history"]
-    curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k != "epoch_time_s"}
+    curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k not in WALL_CLOCK}
     strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
     best = [h for h in hist if h["epoch"] == res["best_epoch"]]
     metrics = {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
