@@ -75,7 +75,6 @@ class AdaptiveHashingForest(HashingForest):
         if key in state_dict:
             self.cp = torch.empty_like(state_dict[key], device=self.cp.device)
         self.plan = torch.as_tensor(state_dict.get(prefix + "plan", self.plan)).clone()
-        self._apply_plan()  # the forest of a resumed run is rebuilt with this phase's L
+        self._apply_plan()  # before the parent's rebuild: the forest of a resumed run has this phase's L
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self._apply_plan()
 
