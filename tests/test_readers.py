@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from xcbench.data import readers
+from xcbench.data import logs, readers
 from xcbench.data.readers import FormatError
 
 
@@ -62,15 +62,15 @@ def test_interactions_filters_and_time_order(tmp_path):
             rows.append(f"{u}\t{i}\t5\t{t}")
     rows.append("u3\ti1\t2\t5")
     f = _write(tmp_path / "x.inter", "\n".join(rows) + "\n")
-    seqs = readers.read_interactions(f, min_rating=3, k_core=2, max_len=20)
+    seqs = logs.log_sequences(f, min_rating=3, k_core_min=2, max_len=20)
     assert [s.tolist() for s in seqs] == [[1, 0], [1, 0]]  # i2 (t=10) before i1 (t=30)
-    assert [s.tolist() for s in readers.read_interactions(f, 3, 2, max_len=1)] == [[0], [0]]
+    assert [s.tolist() for s in logs.log_sequences(f, 3, 2, max_len=1)] == [[0], [0]]
 
 
 def test_interactions_bad_line(tmp_path):
     f = _write(tmp_path / "x.inter", "user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t2\tfive\t3\n")
     with pytest.raises(FormatError, match=r"x.inter:2:"):
-        readers.read_interactions(f, None, 1, 20)
+        logs.log_sequences(f, None, 1, 20)
 
 
 def test_user_item_lines(tmp_path):

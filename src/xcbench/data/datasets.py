@@ -19,7 +19,7 @@ import scipy.io
 import scipy.sparse as sp
 import torch
 
-from xcbench.data import readers
+from xcbench.data import logs, readers
 from xcbench.data.faces import FaceModel
 from xcbench.io import atomic_path
 from xcbench.registry import READERS
@@ -110,9 +110,9 @@ def _sequences(seqs: list[np.ndarray]) -> tuple[dict, dict]:
 
 @READERS.register("interactions")
 def _prepare_interactions(entry: dict, raw: Path) -> tuple[dict, dict]:
-    f = entry.get("filters", {})
-    seqs = readers.read_interactions(raw / entry["splits"]["all"], f.get("min_rating"), f.get("k_core", 10),
-                                     f.get("max_len", 20))
+    f, layout = entry.get("filters", {}), entry.get("log", {})
+    seqs = logs.log_sequences(raw / entry["splits"]["all"], f.get("min_rating"), f.get("k_core", 10),
+                              f.get("max_len"), **layout)
     arrays, meta = _sequences(seqs)
     return arrays, {**meta, "filters": f, "time_ordered": True}
 

@@ -6,9 +6,7 @@
   CSR matrices X (n, d) float32 and Y (n, L) with ones.
 - Word-level LM text (`read_lm_text`, PTB and WikiText-2): whitespace tokens, `<eos>` appended to
   every line, vocabulary built from the training split in order of first appearance.
-- Interaction logs (`read_interactions`, RecBole atomic `.inter`): (user, item, rating, timestamp)
-  rows -> per-user time-ordered item sequences, after the papers' filters (rating threshold,
-  k-core on users and items, last `max_len` items).
+- Interaction logs (ratings, check-ins) are read by `xcbench.data.logs`.
 - User/item line files (`read_user_item_lines`): `user item item ...` per line (LightGCN/KGAT
   splits and S3-Rec sequences) or one `user item` pair per line in time order (SASRec's files); the
   lines of a user are joined in file order.
@@ -17,7 +15,6 @@ Malformed input raises `FormatError` naming the file and the 1-based line number
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -98,40 +95,6 @@ def read_lm_text(paths: dict[str, str | Path]) -> tuple[dict[str, np.ndarray], l
                     ids.append(vocab[w])
         out[split] = np.asarray(ids, np.int64)
     return out, list(vocab)
-
-
-def read_interactions(path: str | Path, min_rating: float | None, k_core: int, max_len: int) -> list[np.ndarray]:
-    """Time-ordered item sequences (ids remapped to 0..n-1) from a RecBole `.inter` file."""
-    path = Path(path)
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        cols = [h.split(":")[0] for h in header]
-        need = ("user_id", "item_id", "rating", "timestamp")
-        if any(c not in cols for c in need):
-            raise _fail(path, 1, f"header {header} lacks one of {need}", "expected a RecBole atomic .inter file")
-        pos = [cols.index(c) for c in need]
-        for lineno, line in enumerate(f, start=2):
-            parts = line.rstrip("\n").split("\t")
-            try:
-                u, i, r, t = (parts[p] for p in pos)
-                rows.append((u, i, float(r), float(t)))
-            except (IndexError, ValueError):
-                raise _fail(path, lineno, f"expected {len(header)} tab-separated fields, got {line.strip()!r}") from None
-    if min_rating is not None:
-        rows = [x for x in rows if x[2] > min_rating]
-    while True:  # k-core: drop users and items with fewer than k interactions until stable
-        uc, ic = Counter(x[0] for x in rows), Counter(x[1] for x in rows)
-        kept = [x for x in rows if uc[x[0]] >= k_core and ic[x[1]] >= k_core]
-        if len(kept) == len(rows):
-            break
-        rows = kept
-    items = {i: n for n, i in enumerate(sorted({x[1] for x in rows}, key=_natural))}
-    by_user: dict[str, list] = {}
-    for u, i, _, t in rows:
-        by_user.setdefault(u, []).append((t, items[i]))
-    return [np.asarray([i for _, i in sorted(v, key=lambda z: z[0])][-max_len:], np.int64)
-            for _, v in sorted(by_user.items(), key=lambda kv: _natural(kv[0]))]
 
 
 def read_user_item_lines(path: str | Path) -> dict[int, np.ndarray]:
