@@ -148,3 +148,31 @@ def test_rerender_reference_tree_from_kept_results(tmp_path):
     assert "Scale: paper. 6/6 held." in claims  # only the claims of the artifacts this tree holds
     assert (tmp_path / "figures" / "rff" / "table1.md").read_text() == \
         (REPO / "reference" / "paper-cpu" / "figures" / "rff" / "table1.md").read_text()
+
+
+def test_across_claim_gain_on_the_sparsest(tmp_path):
+    """'Largest gain on the sparsest dataset': argmax of left/right - 1 over datasets vs argmin density."""
+    base = {k: v for k, v in EXP.items() if k != "scale"}
+    write_yaml(tmp_path / "exps" / "t.yaml", base)
+    write_yaml(tmp_path / "exps" / "s.yaml", {**base, "artifact": "s", "seeds": [0], "methods": {"stats": {"head": "none"}}})
+    gains = {"d1": (0.50, 0.40), "d2": (0.22, 0.20)}  # +25% on d1, +10% on d2
+    for d, (m1, m2) in gains.items():
+        for m, v in (("m1", m1), ("m2", m2)):
+            write_json(tmp_path / "r" / "quick" / "p" / "t" / d / m / "seed0" / "metrics.json", {"metrics": {"P@1": v}})
+    claim = {"id": "g", "text": "gain largest on the sparsest", "artifact": "t",
+             "across": {"gain": {"left": {"method": "m1", "metric": "P@1"}, "right": {"method": "m2", "metric": "P@1"}},
+                        "where": {"artifact": "s", "method": "stats", "metric": "density", "pick": "min"}}}
+    write_yaml(tmp_path / "c.yaml", {"paper": "p", "claims": [claim]})
+
+    def verdict(dens: dict) -> tuple[str, str]:
+        for d, v in dens.items():
+            write_json(tmp_path / "r" / "quick" / "p" / "s" / d / "stats" / "seed0" / "metrics.json",
+                       {"metrics": {"density": v}})
+        (row,) = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", tmp_path / "r", "quick")["rows"]
+        return row["verdict"], row["ours"]
+
+    v, ours = verdict({"d1": 0.001, "d2": 0.01})
+    assert v == "held" and "+25.0%" in ours and "+10.0%" in ours
+    assert verdict({"d1": 0.01, "d2": 0.001})[0] == "not held"  # the sparsest (d2) gains less
+    write_yaml(tmp_path / "exps" / "t.yaml", {**base, "datasets": ["d1"]})
+    assert verdict({"d1": 0.01})[0] == "not at this scale"

@@ -8,6 +8,9 @@ not at this scale (the claim's dataset, or one of its methods, is not run by the
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
+A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
+datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
+(MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all".
 """
 
 from __future__ import annotations
@@ -49,40 +52,82 @@ def _describe(side: dict, exp: dict) -> str:
     return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
+def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
+    """left OP factor * right + offset, one row per dataset (or the claim's one dataset)."""
+    rows = []
+    datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
+    for d in datasets:
+        lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
+        factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
+        used = [m for side in (c["left"], c["right"]) if "value" not in side
+                for m in side.get("methods", [side.get("method")])]
+        if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
+            continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
+        if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
+            # a dataset or a method this scale does not run (a scale's `only_methods`)
+            verdict, ours = "not at this scale", "–"
+        elif lv is None or rv is None:
+            if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
+                continue  # every run is there: the metric is not one this dataset reports (a text column)
+            verdict, ours = "not run", "–"
+        else:
+            verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
+            ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+                    + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
+        rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
+    return rows
+
+
+def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
+    """'The gain is largest on the sparsest dataset': over the artifact's datasets, the one with the
+    largest relative gain left / right - 1 must be the one that `where` picks (min or max of a metric
+    of another artifact's runs, e.g. Table 6's density). One row; fewer than two datasets: not at this scale."""
+    gain, where = c["across"]["gain"], c["across"]["where"]
+    ref = load(where["artifact"])
+    check = (f"argmax gain {_describe(gain['left'], exp)} / {_describe(gain['right'], exp)} - 1 "
+             f"= arg{where['pick']} {where['metric']}")
+    if len(exp["datasets"]) < 2:
+        return [_row(c, "all", "–", "not at this scale", scale, check)]
+    g, w = {}, {}
+    for d in exp["datasets"]:
+        lv, rv = _side(gain["left"], recs, d), _side(gain["right"], recs, d)
+        wv = _side({"method": where["method"], "metric": where["metric"]}, ref[1], d)
+        if lv is None or rv is None or wv is None:
+            return [_row(c, "all", "–", "not run", scale, check)]
+        g[d], w[d] = lv / rv - 1, wv
+    best, picked = max(g, key=g.get), REDUCE[where["pick"]](w, key=w.get)
+    ours = "; ".join(f"{pretty(d)} {100 * g[d]:+.1f}% ({where['metric']} {w[d]:.4g})" for d in g)
+    return [_row(c, "all", ours, "held" if best == picked else "not held", scale, check)]
+
+
+KINDS = {"compare": _compare_rows, "across": _across_rows}
+
+
+def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> dict:
+    why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
+    return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
+            "verdict": verdict + (f" ({why})" if why else ""), "scale": scale, "check": check}
+
+
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
                     scale: str, only: set[str] | None = None) -> dict:
     """`only`: check just the claims of these artifacts (a results tree holding some of a paper's)."""
     spec = read_yaml(claims_file)
     validate(spec, "claims.schema.yaml", claims_file)
+    cache: dict[str, tuple[dict, list[dict]]] = {}
+
+    def load(artifact: str) -> tuple[dict, list[dict]]:
+        if artifact not in cache:
+            exp = resolve_experiment(load_experiment(Path(experiments_dir) / f"{artifact}.yaml"), scale)
+            cache[artifact] = exp, collect(results, exp)
+        return cache[artifact]
+
     rows = []
     for c in spec["claims"]:
         if only is not None and c["artifact"] not in only:
             continue
-        exp = resolve_experiment(load_experiment(Path(experiments_dir) / f"{c['artifact']}.yaml"), scale)
-        recs = collect(results, exp)
-        datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
-        for d in datasets:
-            lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
-            factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-            used = [m for side in (c["left"], c["right"]) if "value" not in side
-                    for m in side.get("methods", [side.get("method")])]
-            if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
-                continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
-            if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
-                # a dataset or a method this scale does not run (a scale's `only_methods`)
-                verdict, ours = "not at this scale", "–"
-            elif lv is None or rv is None:
-                if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
-                    continue  # every run is there: the metric is not one this dataset reports (a text column)
-                verdict, ours = "not run", "–"
-            else:
-                verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
-                ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
-                        + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
-            why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
-            rows.append({"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"),
-                         "ours": ours, "verdict": verdict + (f" ({why})" if why else ""), "scale": scale,
-                         "check": f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"})
+        exp, recs = load(c["artifact"])
+        rows += KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
     return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows}
 
 
