@@ -176,3 +176,12 @@ def test_across_claim_gain_on_the_sparsest(tmp_path):
     assert verdict({"d1": 0.01, "d2": 0.001})[0] == "not held"  # the sparsest (d2) gains less
     write_yaml(tmp_path / "exps" / "t.yaml", {**base, "datasets": ["d1"]})
     assert verdict({"d1": 0.01})[0] == "not at this scale"
+
+
+def test_kept_tree_renders_only_the_runs_it_holds(results):
+    from xcbench.reporting.collect import with_runs_only
+
+    recs = [r for r in collect(results, EXP) if r["method"] == "m1" and r["dataset"] == "d1"]
+    exp = with_runs_only(EXP, recs)
+    assert exp["datasets"] == ["d1"] and list(exp["methods"]) == ["m1"] and "kept results tree" in exp["notes"]
+    assert with_runs_only(EXP, collect(results, EXP)) is EXP  # every dataset and method has a run

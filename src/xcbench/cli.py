@@ -104,7 +104,7 @@ def cmd_rerender(args) -> None:
     from xcbench.config import ROOT
     from xcbench.registry import RENDERERS
     from xcbench.reporting.claims import write_claims
-    from xcbench.reporting.collect import collect
+    from xcbench.reporting.collect import collect, with_runs_only
     from xcbench.reporting.report import write_report
 
     root = Path(args.root)
@@ -114,8 +114,10 @@ def cmd_rerender(args) -> None:
         done = []
         for f in sorted(paper_dir.glob("*.yaml")):
             exp = resolve_experiment(load_experiment(f), args.scale)
-            if not collect(results, exp):
+            recs = collect(results, exp)
+            if not recs:
                 continue
+            exp = with_runs_only(exp, recs)
             out = figures / paper_dir.name / f.stem
             for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):
                 print("wrote", p)

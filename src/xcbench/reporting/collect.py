@@ -42,6 +42,19 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
     return out
 
 
+def with_runs_only(exp: dict, records: list[dict]) -> dict:
+    """The experiment narrowed to the datasets and methods that have runs among `records`: a kept
+    results tree (reference/paper-cpu) that holds a few of an artifact's runs renders as a table of
+    those, not one of empty cells; the caption says so. Unchanged when every run is there."""
+    ds, ms = {r["dataset"] for r in records}, {r["method"] for r in records}
+    if set(exp["datasets"]) <= ds and set(exp["methods"]) <= ms:
+        return exp
+    note = "Rendered from a kept results tree: only the datasets and methods that have runs there are shown."
+    return {**exp, "datasets": [d for d in exp["datasets"] if d in ds],
+            "methods": {m: spec for m, spec in exp["methods"].items() if m in ms},
+            "notes": " ".join(filter(None, [exp.get("notes", "").strip(), note]))}
+
+
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
     """mean/std/n over seeds of a scalar: a test metric, or any top-level number (wall_time_s)."""
     vals = []
