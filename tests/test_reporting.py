@@ -174,6 +174,9 @@ def test_across_claim_gain_on_the_sparsest(tmp_path):
     v, ours = verdict({"d1": 0.001, "d2": 0.01})
     assert v == "held" and "+25.0%" in ours and "+10.0%" in ours
     assert verdict({"d1": 0.01, "d2": 0.001})[0] == "not held"  # the sparsest (d2) gains less
+    write_json(tmp_path / "r" / "quick" / "p" / "t" / "d1" / "m1" / "seed0" / "metrics.json", {"metrics": {"P@1": 0.39}})
+    write_json(tmp_path / "r" / "quick" / "p" / "t" / "d2" / "m1" / "seed0" / "metrics.json", {"metrics": {"P@1": 0.15}})
+    assert verdict({"d1": 0.001, "d2": 0.01})[0] == "not held"  # d1 loses least (-2.5%), but a loss is no gain
     write_yaml(tmp_path / "exps" / "t.yaml", {**base, "datasets": ["d1"]})
     assert verdict({"d1": 0.01})[0] == "not at this scale"
 

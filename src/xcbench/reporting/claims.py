@@ -81,7 +81,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
 def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """'The gain is largest on the sparsest dataset': over the artifact's datasets, the one with the
     largest relative gain left / right - 1 must be the one that `where` picks (min or max of a metric
-    of another artifact's runs, e.g. Table 6's density). One row; fewer than two datasets: not at this scale."""
+    of another artifact's runs, e.g. Table 6's density), and that gain must be positive (a 'largest gain'
+    that is a loss is no benefit). One row; fewer than two datasets: not at this scale."""
     gain, where = c["across"]["gain"], c["across"]["where"]
     ref = load(where["artifact"])
     check = (f"argmax gain {_describe(gain['left'], exp)} / {_describe(gain['right'], exp)} - 1 "
@@ -97,7 +98,7 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
         g[d], w[d] = lv / rv - 1, wv
     best, picked = max(g, key=g.get), REDUCE[where["pick"]](w, key=w.get)
     ours = "; ".join(f"{pretty(d)} {100 * g[d]:+.1f}% ({where['metric']} {w[d]:.4g})" for d in g)
-    return [_row(c, "all", ours, "held" if best == picked else "not held", scale, check)]
+    return [_row(c, "all", ours, "held" if best == picked and g[best] > 0 else "not held", scale, check)]
 
 
 KINDS = {"compare": _compare_rows, "across": _across_rows}
