@@ -73,6 +73,8 @@ def test_claims_verdicts(results, tmp_path):
     assert verdicts == [("a", "d1", "held"), ("a", "d2", "not run"), ("b", "d1", "not held"), ("c", "d1", "held"),
                         ("d", "d1", "not at this scale")]
     assert res["rows"][-2]["ours"].endswith("> 0.65 - 0.1")
+    kept = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", results, "quick", only={"t"})  # a kept tree
+    assert [(r["id"], r["dataset"]) for r in kept["rows"]] == [("a", "d1"), ("b", "d1"), ("c", "d1")] and kept["kept"]
 
 
 def test_report_gathers_claims_and_artifacts(tmp_path):

@@ -112,7 +112,9 @@ def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> di
 
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
                     scale: str, only: set[str] | None = None) -> dict:
-    """`only`: check just the claims of these artifacts (a results tree holding some of a paper's)."""
+    """`only`: check just the claims of these artifacts, and only where their runs are there (a kept
+    results tree holding some of a paper's runs: rows whose runs it lacks are left out, not listed as
+    'not run')."""
     spec = read_yaml(claims_file)
     validate(spec, "claims.schema.yaml", claims_file)
     cache: dict[str, tuple[dict, list[dict]]] = {}
@@ -128,13 +130,16 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         if only is not None and c["artifact"] not in only:
             continue
         exp, recs = load(c["artifact"])
-        rows += KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
-    return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows}
+        new = KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
+        rows += [r for r in new if only is None or r["verdict"] not in ("not run", "not at this scale")]
+    return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows,
+            "kept": only is not None}
 
 
 def claims_markdown(res: dict) -> str:
     n_held = sum(r["verdict"] == "held" for r in res["rows"])  # "not held (why)" counts as not held
-    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{len(res['rows'])} held.", "",
+    kept = " Kept results tree: only the claims whose runs it holds." if res.get("kept") else ""
+    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{len(res['rows'])} held.{kept}", "",
              "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "
               f"**{r['verdict']}** |" for r in res["rows"]]
