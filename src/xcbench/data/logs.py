@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xcbench.data.readers import _fail, _natural
+from xcbench.data.readers import _fail
 
 FIELDS = ("user_id", "item_id", "rating", "timestamp")
 
@@ -107,6 +107,10 @@ def k_core(u: np.ndarray, i: np.ndarray, k: int) -> np.ndarray:
         keep = new
 
 
+def _natural(s: str):
+    return (0, int(s)) if s.isdigit() else (1, s)
+
+
 def _natural_ranks(codes: np.ndarray, names: list[str]) -> np.ndarray:
     """code -> rank of its name, in natural order, among the codes present."""
     present = np.unique(codes)
@@ -123,10 +127,9 @@ def log_sequences(path: str | Path, min_rating: float | None = None, k_core_min:
     keep[keep] = k_core(u[keep], i[keep], k_core_min)
     rec = np.flatnonzero(keep)  # (n,) record numbers, in file order
     u, i, t = u[rec], i[rec], t[rec]
-    u_rank, kept_u = _natural_ranks(u, users), np.unique(u)
-    i_new = _natural_ranks(i, items)
+    u_rank, i_new = _natural_ranks(u, users), _natural_ranks(i, items)
     order = np.lexsort((rec, t, u_rank[u]))  # by user, then time, then line
     seq_items = i_new[i[order]]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(u_rank[u], minlength=kept_u.size))])
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(u_rank[u]))])
     out = [seq_items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return [s[-max_len:] if max_len else s for s in out]

@@ -111,7 +111,3 @@ def read_user_item_lines(path: str | Path) -> dict[int, np.ndarray]:
                 raise _fail(path, lineno, f"non-integer id in {line.strip()[:60]!r}", "expected 'user item item ...'") from None
             out.setdefault(ids[0], []).extend(ids[1:])  # a user on several lines (SASRec's "user item" pairs): in order
     return {u: np.asarray(v, np.int64) for u, v in out.items()}
-
-
-def _natural(s: str):
-    return (0, int(s)) if s.isdigit() else (1, s)
