@@ -338,3 +338,40 @@ def test_xmc_sampled_head_with_exact_proposal_approaches_the_full_softmax_gradie
             acc += torch.autograd.grad(head.loss(h, y, None, g), E)[0]
         errs[m] = (acc / 200 - full).abs().sum().item()
     assert errs[400] < 0.25 * errs[4] and errs[400] < 0.05 * full.abs().sum().item() + 0.02
+
+
+def test_both_corrected_with_uniform_proposal_is_plain_negative_sampling():
+    """correct: both (the MIDX reference's loss) with q = 1/n: the corrections cancel."""
+    from xcbench.heads.sampled_softmax import SampledSoftmax
+    g = torch.Generator().manual_seed(5)
+    head = SampledSoftmax(D, N, g, sampler="uniform", m=7, correct="both")
+    h, y = torch.randn(16, D, generator=g), torch.randint(0, N, (16,), generator=g)
+    got = head.loss(h, y, None, torch.Generator().manual_seed(9))
+    ids, _ = head.sampler.sample(h, 7, torch.Generator().manual_seed(9))
+    o_t, o_s = (h * head.E[y]).sum(1), torch.einsum("bd,bmd->bm", h, head.E[ids])
+    want = -torch.log_softmax(torch.cat([o_t.unsqueeze(1), o_s.masked_fill(ids == y.unsqueeze(1), -math.inf)], 1), 1)[:, 0]
+    assert got.item() == pytest.approx(want.mean().item(), rel=1e-5)
+    negatives = SampledSoftmax(D, N, torch.Generator().manual_seed(5), sampler="uniform", m=7)
+    assert negatives.loss(h, y, None, torch.Generator().manual_seed(9)).item() != pytest.approx(got.item(), rel=1e-3)
+
+
+@pytest.mark.parametrize("correct", ["negatives", "both"])
+def test_corrections_with_exact_proposal_follow_their_closed_form_gradients(correct):
+    """q = softmax(o), no hits masked: E[d loss / d o] = m/(m+1) (p - e_t) under `both` (unbiased up
+    to one factor), (p - e_t) / (1 + p_t) under `negatives` (per-example weight); both -> p - e_t in
+    direction as m grows."""
+    g = torch.Generator().manual_seed(0)
+    o = torch.randn(N, generator=g) * 2
+    t, q = 3, torch.softmax(o, 0)
+    full = q - F.one_hot(torch.tensor(t), N)
+    for m in (5, 200):
+        R = 4000
+        ids = torch.multinomial(q.expand(R, N), m, replacement=True, generator=g)             # (R, m)
+        oo = o.expand(R, N).clone().requires_grad_(True)
+        lq = q.log()[ids]
+        log_q_t = q.log()[t].expand(R) if correct == "both" else None
+        loss = sampled_softmax_loss(oo[:, t], oo.gather(1, ids), lq, torch.zeros_like(ids, dtype=torch.bool), m, log_q_t)
+        loss.sum().backward()
+        mean = oo.grad.mean(0)
+        want = full * (m / (m + 1) if correct == "both" else 1 / (1 + q[t]))
+        assert (mean - want).abs().max() < 0.02, (m, (mean - want).abs().max())

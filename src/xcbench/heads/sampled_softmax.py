@@ -8,10 +8,18 @@ Logits o_c = tau h . e_c with h and e_c L2-normalised when `normalize` (the RF-s
 
 `normalized_softmax` (FULL): cross-entropy over all n classes.
 `sampled_softmax`: for target t and m negatives s_1..s_m drawn i.i.d. with replacement from q(. | h),
-    o'_t   = o_t                                   (the positive is not corrected: RF-softmax eq. 5)
+    o'_t   = o_t                                   (correct: negatives, RF-softmax eq. 5)
+    o'_t   = o_t - log(m q(t | h))                 (correct: both, the MIDX reference code's loss_func.py)
     o'_s_j = o_s_j - log(m q(s_j | h))             (log-q correction of every negative)
     o'_s_j = -inf  where s_j == t                  (accidental hits masked)
     loss   = -log softmax([o'_t, o'_s_1 .. o'_s_m])_0
+With `both` the log m cancels, and a uniform q gives plain negative sampling: -log softmax([o_t, o_s])_0.
+With the exact proposal q = softmax(o) (no hits masked) every corrected logit equals log Z, so one draw's
+gradient in o is (m/(m+1)) (mean of e_s) - (m/(m+1)) e_t under `both`, expectation m/(m+1) (p - e_t): the
+full-softmax gradient shrunk by 1/(m+1), the same factor for every example; under `negatives` it is
+(p - e_t) / (1 + p_t): exact in direction for every m, but each example weighted by 1/(1 + p_t), so
+frequent targets count less (tests/test_samplers.py checks both by Monte Carlo). A positive the
+proposal cannot draw (q(t | h) = 0: LSH) is corrected as if q(t | h) = 1/n.
 Multi-label rows (XMC) are reduced to one uniformly drawn positive per row and step, and a draw
 of any of the row's positives counts as an accidental hit. With q = softmax(o) (the `exact` sampler) the expected gradient tends to the full-softmax gradient
 as m grows (tests/test_samplers.py). Class rows are read with `F.embedding(sparse=True)`, so the
@@ -39,10 +47,16 @@ from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
 FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
 
+CORRECTIONS = ("negatives", "both")
+
+
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
-                         m: int) -> torch.Tensor:
-    """Per-example loss (B,) from o_t (B,), negatives' logits o_s (B, m), their log q and hit mask."""
+                         m: int, log_q_t: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-example loss (B,) from o_t (B,), negatives' logits o_s (B, m), their log q and hit mask;
+    with the positive's log q (B,) the positive is corrected too (`correct: both`)."""
     adj = (o_s - log_q.detach() - math.log(m)).masked_fill(hits, -math.inf)              # (B, m)
+    if log_q_t is not None:
+        o_t = o_t - log_q_t.detach() - math.log(m)                                       # (B,)
     logits = torch.cat([o_t.unsqueeze(1), adj], 1)                                       # (B, 1 + m)
     return -torch.log_softmax(logits, 1)[:, 0]
 
@@ -90,10 +104,12 @@ class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
                  sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
                  absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
-                 aux_weight: float = 1.0) -> None:
+                 aux_weight: float = 1.0, correct: str = "negatives") -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
+        if correct not in CORRECTIONS:
+            raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
-        self.m, self.sparse_grad, self.aux_weight = m, sparse_grad, aux_weight
+        self.m, self.sparse_grad, self.aux_weight, self.correct = m, sparse_grad, aux_weight, correct
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
         # cumulative curves (samplers/frequency.py) after the first and the latest epoch: [stage, softmax|sampler, rank]
@@ -172,7 +188,12 @@ class SampledSoftmax(NormalizedSoftmax):
         if self.sampler.needs_index and not self.sampler.update_every_step:
             self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
-        main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m).mean()
+        log_q_t = None
+        if self.correct == "both":
+            with torch.no_grad():
+                log_q_t = self.sampler.log_prob(h, y.unsqueeze(1)).squeeze(1)                # (B,)
+                log_q_t = log_q_t.where(torch.isfinite(log_q_t), torch.full_like(log_q_t, -math.log(self.n_classes)))
+        main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m, log_q_t).mean()
         aux = self.sampler.aux_loss(h, self.E)  # the raw table: no O(n d) normalised copy per step
         if aux is None:
             return main
