@@ -128,3 +128,26 @@ def test_kl_proposal_of_the_uniform_sampler_is_log_n_minus_entropy():
     p = torch.softmax(head.scores(head._unit(h)).double(), 1)
     want = (math.log(40) + (p * p.log()).sum(1)).mean().item()
     assert head.epoch_metrics(h, torch.zeros(9, dtype=torch.long))["kl_proposal"] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("encoder", ["lstm_lm", "transformer_lm"])
+def test_zero_state_evaluation_equals_each_window_read_alone(prepared, encoder):
+    """eval_state: zero (the public MIDX code's protocol): every bptt window, the last shorter one
+    included, is scored from a zero state; the sum of -log p over the split matches a loop over windows."""
+    processed, entry = prepared("synthetic-lm-tiny")
+    exp = {"task": {"name": "lm", "params": {"bptt": 7, "eval_state": "zero", "eval_tokens": 200}}}
+    task = make_task(exp, entry, processed, None, torch.device("cpu"), 0)
+    enc = {"name": encoder, "emb": 8, "layers": 1, **({"hidden": 8} if encoder == "lstm_lm" else {"heads": 2, "ff": 8})}
+    model = build_model({"encoder": enc}, "full_softmax", {}, task.in_dim, task.n_classes, 0).eval()
+    tok = task.tokens["val"]
+    nll = 0.0
+    for s in range(0, len(tok) - 1, 7):  # 199 predictions: 28 windows of 7 and one of 3
+        x, y = tok[s:min(s + 7, len(tok) - 1)], tok[s + 1:min(s + 8, len(tok))]
+        o = model.scores_with_state(x.unsqueeze(0), None)[0].double()
+        nll -= torch.log_softmax(o, 1)[torch.arange(len(y)), y].sum().item()
+    got = task.evaluate(model, "val")
+    assert got["nll"] == pytest.approx(nll / 199, rel=1e-9)
+    carried = make_task({"task": {"name": "lm", "params": {"bptt": 7, "eval_tokens": 200, "eval_streams": 1}}},
+                        entry, processed, None, torch.device("cpu"), 0).evaluate(model, "val")
+    if encoder == "lstm_lm":  # the carried state sees more history: a different number
+        assert carried["nll"] != pytest.approx(got["nll"], rel=1e-6)
