@@ -87,8 +87,10 @@ def main() -> None:
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import device_name, pick_device
+    from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
 
+    configure_process(None)  # the allocator settings `xcbench train` uses
     exp = resolve_experiment(load_experiment(a.experiment), a.scale)
     for f in (a.processed, a.features):
         if f and not Path(f).exists():

@@ -61,9 +61,11 @@ def cmd_features(args) -> None:
 
 def cmd_train(args) -> None:
     from xcbench.device import pick_device
+    from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
     from xcbench.train import run
 
+    configure_process(args.threads)
     exp = resolve_experiment(load_experiment(args.experiment), args.scale)
     if args.method not in exp["methods"]:
         raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
@@ -164,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
          (["--method"], {"required": True}), (["--seed"], {"type": int, "default": 0}),
          (["--processed"], {"required": True}), (["--features"], {"default": None}),
          (["--device"], {"default": "auto", "choices": ["auto", "cpu", "cuda"]}),
+         (["--threads"], {"type": int, "default": None, "help": "torch intra-op threads (default: torch's own, "
+                          "all cores); the DAG passes its rule's threads"}),
          (["--finish"], {"action": "store_true", "help": "end a run cut short (time limit) at its last checkpointed "
                          "epoch: test the selected epoch and write the result; metrics.json says so"}))
     verb("render", cmd_render, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),

@@ -18,6 +18,7 @@ rule train:
         device=DEVICE,
         features=lambda w, input: f"--features {input.features}" if "features" in input.keys() else "",
         out=lambda w, output: str(Path(output.metrics).parent),
+    threads: 1
     resources:
         gpu=1,
         gpu_manufacturer="nvidia",
@@ -28,4 +29,4 @@ rule train:
     shell:
         "{params.py} -m xcbench train --experiment {input.experiment} --scale {wildcards.scale} "
         "--dataset {wildcards.dataset} --method {wildcards.method} --seed {wildcards.seed} "
-        "--processed {input.processed} {params.features} --device {params.device} --out {params.out} > {log} 2>&1"
+        "--processed {input.processed} {params.features} --device {params.device} --threads {threads} --out {params.out} > {log} 2>&1"
