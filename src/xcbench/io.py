@@ -1,6 +1,8 @@
 """Atomic file writes: write to a temporary file beside the target, then rename.
 
 An interrupted run therefore never leaves a half-written result, checkpoint or table behind.
+The file gets the mode a plain `open` would give it (0o666 less the umask): `mkstemp` alone creates
+it 0o600, unreadable by collaborators sharing a results tree.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~current_umask())
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -29,6 +32,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it; it is restored at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -29,6 +29,7 @@ from torch import nn
 from tqdm import tqdm
 
 from xcbench import __version__
+from xcbench.checkpoint import load_checkpoint, run_spec
 from xcbench.config import ROOT, ConfigError, deep_merge
 from xcbench.device import device_name
 from xcbench.io import torch_save, write_json, write_text, write_yaml
@@ -126,7 +127,8 @@ def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
-        interrupt_after: int | None = None) -> dict:
+        interrupt_after: int | None = None, spec: dict | None = None) -> dict:
+    """Train `model` on `task` (module docstring); `spec` (checkpoint.run_spec) ties the checkpoint to the run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
     opt = make_optimizer(model, train_cfg)
@@ -140,8 +142,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
     setup_head(model, task, device, train_cfg)
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, weights_only=True, map_location=device)
+    ck = load_checkpoint(ckpt_path, spec, device)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         for g, k in ((gen, "gen"), (loss_gen, "loss_gen"), (index_gen, "index_gen")):
@@ -196,7 +198,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                                "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
                                "global_rng": torch.get_rng_state(), "history": history, "epoch": epoch + 1,
                                "elapsed": elapsed, "stopped": stop, "schedule": sched.state_dict(),
-                               "select": select.state_dict() if select else None})
+                               "select": select.state_dict() if select else None, "spec": spec})
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:
@@ -239,17 +241,21 @@ def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.de
                          "python": platform.python_version()}}
 
 
+def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
+    """The settings one run trains with (its config.resolved.yaml)."""
+    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
+    return {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
+            "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
+            "train": train_cfg if task.trains else {}, "model": model_cfg, "task": exp["task"],
+            "data": task.info, "experiment": exp}
+
+
 def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
         interrupt_after: int | None = None) -> dict:
     """One (dataset, method, seed) of an experiment: record its resolved configuration, then let the
     task execute it (train, or measure for a probe) and write the result folder."""
     out_dir = Path(out_dir)
-    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
-    resolved = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
-                "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
-                "train": train_cfg if task.trains else {}, "model": model_cfg, "task": exp["task"],
-                "data": task.info, "experiment": exp}
-    write_yaml(out_dir / "config.resolved.yaml", resolved)
+    write_yaml(out_dir / "config.resolved.yaml", resolved_config(exp, task, dataset, method, seed))
     return task.execute(exp, dataset, method, seed, out_dir, device, interrupt_after)
 
 
@@ -262,7 +268,8 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
         raise ConfigError(f"{exp['paper']}/{exp['artifact']}: train config of {method!r} lacks {missing}; "
                           f"task {exp['task']['name']!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
-    res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after)
+    res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after,
+              spec=run_spec(resolved_config(exp, task, dataset, method, seed)))
     hist = res["history"]
     curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k not in WALL_CLOCK}
     strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731

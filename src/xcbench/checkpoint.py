@@ -1,0 +1,84 @@
+"""Checkpoints that know their run: load one only when it belongs to the run that asks for it.
+
+A checkpoint stores the run spec it was made under: the resolved settings that change what is
+trained (dataset, method, seed, head and its params, train, model, task, and the package version),
+not presentation (notes, captions, literature rows) nor the `finish` flag. On resume:
+- the same spec: resume after its last epoch;
+- another spec (a config edit after a crash): the run starts afresh, with a warning naming every
+  differing key; the old file is kept aside as `checkpoint.pt.stale`. Starting afresh rather than
+  refusing keeps the DAG's contract: a changed setting reruns the run, and the result records only
+  the settings it was trained with (history.csv never mixes two settings);
+- a file that cannot be read (truncated, empty, garbage, zeros): a warning naming the file says it
+  is damaged, it is moved aside to `checkpoint.pt.bad`, and the run starts from scratch. The file is
+  read with `weights_only=True` always: torch's advice to retry with `weights_only=False` is not
+  followed (it would execute a damaged or foreign pickle);
+- a checkpoint made before specs were stored: resumed, with a warning that it cannot be checked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xcbench import __version__
+
+NOT_SPEC = ("finish",)  # train keys that do not change what is trained
+
+
+def run_spec(resolved: dict) -> dict:
+    """The part of a run's resolved configuration (train.run) that its checkpoint must match."""
+    train = {k: v for k, v in resolved.get("train", {}).items() if k not in NOT_SPEC}
+    keys = ("paper", "artifact", "scale", "dataset", "method", "seed", "head", "head_params", "model", "task")
+    return {**{k: resolved.get(k) for k in keys}, "train": train, "xcbench": __version__}
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted key paths where two nested dicts differ, with both values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
+        return out
+    return [] if old == new else [f"{path or '(spec)'}: {old!r} -> {new!r}"]
+
+
+def _aside(path: Path, suffix: str) -> Path:
+    dest = path.with_name(path.name + suffix)
+    os.replace(path, dest)
+    return dest
+
+
+def warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr, flush=True)
+
+
+def load_checkpoint(path: Path, spec: dict | None, device: torch.device) -> dict | None:
+    """The checkpoint at `path` when it exists, is readable and belongs to `spec`; None otherwise
+    (the run starts from scratch), with the reason printed."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        ck = torch.load(path, weights_only=True, map_location=device)
+        if not isinstance(ck, dict) or "model" not in ck or "epoch" not in ck:
+            raise ValueError("not a training checkpoint (no model state or epoch)")
+    except Exception as e:  # noqa: BLE001 - any unreadable file: truncated, empty, garbage, foreign pickle
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        bad = _aside(path, ".bad")
+        warn(f"{path}: the checkpoint is damaged and cannot be read ({type(e).__name__}: {reason}); "
+             f"kept aside as {bad}, the run starts from scratch")
+        return None
+    stored = ck.get("spec")
+    if spec is not None and stored is None:
+        warn(f"{path}: made before checkpoints recorded their run spec; resuming without checking the settings")
+    elif spec is not None and stored != spec:
+        diff = differences(stored, spec)
+        stale = _aside(path, ".stale")
+        warn(f"{path}: the checkpoint was made with other settings ({'; '.join(diff)}); kept aside as {stale}, "
+             f"the run starts afresh with the current settings")
+        return None
+    return ck
