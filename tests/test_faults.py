@@ -75,3 +75,136 @@ def test_written_files_respect_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
+
+
+def test_bow_with_nan_or_inf_is_rejected_at_its_line(tmp_path):
+    from xcbench.data.readers import FormatError, read_xc_bow
+    for bad in ("nan", "inf", "-inf"):
+        f = tmp_path / f"{bad}.txt"
+        f.write_text(f"3 5 4\n0 1:1\n1 2:{bad} 3:1\n2 4:1\n")
+        with pytest.raises(FormatError, match=rf"{f}:3: feature value .* is not finite"):
+            read_xc_bow(f)
+
+
+def test_bow_cut_mid_line_says_it_looks_truncated(tmp_path):
+    from xcbench.data.readers import FormatError, read_xc_bow
+    f = tmp_path / "cut.txt"
+    f.write_text("3 5 4\n0 1:1\n1 2:1\n2 4:")
+    with pytest.raises(FormatError, match=rf"{f}:4: .*looks truncated"):
+        read_xc_bow(f)
+
+
+def test_fast_bow_reader_equals_the_line_reader_on_mirrored_sets():
+    """The vectorised path and the line-by-line path give identical matrices on every XC BOW file in
+    the mirror (Bibtex, Delicious: both splits)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from xcbench.data import readers
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data"
+    files = [f for d in ("bibtex", "delicious") for f in sorted((shared / d).glob("*.txt"))
+             if all(t.isdigit() for t in f.open(encoding="utf-8").readline().split()[:3])
+             and len(f.open(encoding="utf-8").readline().split()) == 3]
+    if not files:
+        pytest.skip("no XC BOW files in ../shared/data")
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        a, b = readers._parse_fast(text)[:2], readers._parse_lines(f, text)[:2]
+        for u, v in zip(a, b):
+            assert u.shape == v.shape and np.array_equal(u.indptr, v.indptr) and np.array_equal(u.indices, v.indices)
+            assert np.array_equal(u.data, v.data)
+
+
+def test_file_without_published_hash_is_recorded_then_checked(tmp_path, capsys):
+    """No sha256 in the catalogue: the first fetch records one (with a loud warning); a later fetch of
+    a different file under that name is refused."""
+    from xcbench.data.fetch import RECORDED, FetchError, fetch_dataset
+    mirror = tmp_path / "mirror" / "ds"
+    mirror.mkdir(parents=True)
+    (mirror / "a.bin").write_bytes(b"first")
+    entry = {"name": "ds", "files": [{"name": "a.bin", "urls": []}]}
+    fetch_dataset(entry, tmp_path / "raw" / "ds", [tmp_path / "mirror"])
+    assert "WARNING" in capsys.readouterr().err and (tmp_path / "raw" / RECORDED).exists()
+    (mirror / "a.bin").write_bytes(b"tampered")
+    (tmp_path / "raw" / "ds" / "a.bin").unlink()
+    with pytest.raises(FetchError, match="recorded at its first fetch"):
+        fetch_dataset(entry, tmp_path / "raw" / "ds", [tmp_path / "mirror"])
+
+
+def _exp_file(tmp_path, methods, train=None, datasets=("synthetic-xmc-tiny",)):
+    from xcbench.io import write_yaml
+    exp = {"paper": "p", "artifact": "a", "title": "t", "task": {"name": "xmc", "params": {}},
+           "datasets": list(datasets), "seeds": [0], "methods": methods,
+           "render": {"kind": "table", "renderer": "metric_table"},
+           "train": train or {"epochs": 1, "batch_size": 4, "lr": 0.1}}
+    write_yaml(tmp_path / "a.yaml", exp)
+    return tmp_path / "a.yaml"
+
+
+def test_shell_metacharacters_in_a_method_key_are_rejected_when_loading(tmp_path):
+    """A method key `m$(touch${IFS}X)` would run `touch` in an unquoted shell rule: the schema refuses
+    it before any job is planned (and every rule quotes its wildcards)."""
+    from xcbench.config import ConfigError, load_experiment
+    f = _exp_file(tmp_path, {"m$(touch${IFS}X)": {"head": "full_softmax"}})
+    with pytest.raises(ConfigError, match=r"does not match"):
+        load_experiment(f)
+    f = _exp_file(tmp_path, {"ok": {"head": "full_softmax"}}, datasets=["d;rm -rf x"])
+    with pytest.raises(ConfigError, match=r"datasets/0"):
+        load_experiment(f)
+    from pathlib import Path
+    rules = "".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"))
+    import re
+    assert not re.findall(r"\{wildcards\.\w+\}", rules), "every wildcard in a shell command is quoted ({...:q})"
+
+
+@pytest.mark.parametrize("train,what", [({"lr": -1.0}, "lr"), ({"lr": "1.0x"}, "lr"), ({"epochs": 0}, "epochs"),
+                                        ({"batch_size": 0}, "batch_size")])
+def test_bad_method_level_train_settings_fail_at_load(tmp_path, train, what):
+    from xcbench.config import ConfigError, load_experiment
+    f = _exp_file(tmp_path, {"m": {"head": "full_softmax", "train": train}})
+    with pytest.raises(ConfigError) as e:
+        load_experiment(f)
+    assert f"methods/m/train/{what}" in str(e.value) and "Unevaluated" not in str(e.value)
+
+
+def test_per_scale_error_has_no_misleading_unevaluated_line(tmp_path):
+    from xcbench.config import ConfigError, load_experiment
+    from xcbench.io import read_yaml, write_yaml
+    f = _exp_file(tmp_path, {"m": {"head": "full_softmax"}})
+    exp = read_yaml(f)
+    exp["scales"] = {"quick": {"datasets": ["synthetic-xmc-tiny"], "train": {"lr": -1}}}
+    write_yaml(f, exp)
+    with pytest.raises(ConfigError) as e:
+        load_experiment(f)
+    assert "scales/quick/train/lr" in str(e.value) and "Unevaluated" not in str(e.value)
+
+
+@pytest.mark.parametrize("params", [{"m": 0}, {"m": -3}])
+def test_sampled_softmax_m_below_one_is_refused(params):
+    from xcbench.heads.sampled_softmax import SampledSoftmax
+    with pytest.raises(ValueError, match="params.m must be"):
+        SampledSoftmax(4, 10, torch.Generator().manual_seed(0), **params)
+
+
+def test_yaml_syntax_error_names_file_and_line_without_traceback(tmp_path):
+    import subprocess
+    import sys
+    f = tmp_path / "a.yaml"
+    f.write_text("paper: p\nmethods: {a: [1, 2\ntitle: t\n")
+    r = subprocess.run([sys.executable, "-m", "xcbench", "train", "--experiment", str(f), "--dataset", "d",
+                        "--method", "a", "--processed", "x", "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"{f}:" in r.stderr and "YAML syntax error" in r.stderr
+
+
+def test_train_target_not_in_the_experiment_is_refused(tmp_path, tiny_xmc):
+    import subprocess
+    import sys
+    processed, feats, _ = tiny_xmc
+    f = _exp_file(tmp_path, {"m": {"head": "full_softmax"}})
+    r = subprocess.run([sys.executable, "-m", "xcbench", "train", "--experiment", str(f), "--scale", "tiny",
+                        "--dataset", "gone-dataset", "--method", "m", "--processed", str(processed),
+                        "--features", str(feats), "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 1 and "no run of method 'm' on dataset 'gone-dataset'" in r.stderr
+    assert not (tmp_path / "o" / "metrics.json").exists()

@@ -51,7 +51,7 @@ def test_unknown_sha_is_recorded(tmp_path, capsys):
     man = fetch_dataset(_entry("ds", [{"name": "a.txt", "sha256": None}]), tmp_path / "raw", [tmp_path / "m"])
     assert man["files"]["a.txt"]["sha256"] == _sha(b"x")
     assert man["files"]["a.txt"]["sha256_recorded_on_first_fetch"]
-    assert _sha(b"x") in capsys.readouterr().out
+    assert _sha(b"x") in capsys.readouterr().err
 
 
 def test_wrong_sha256_is_refused_and_nothing_left(tmp_path):

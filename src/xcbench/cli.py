@@ -70,6 +70,14 @@ def cmd_train(args) -> None:
     if args.method not in exp["methods"]:
         raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
                           f"{args.scale}; its methods: {', '.join(exp['methods'])}")
+    from xcbench.reporting.collect import expected_runs
+
+    runs = expected_runs(exp)
+    if (args.dataset, args.method, args.seed) not in runs:
+        on = sorted({d for d, m, _ in runs if m == args.method})
+        raise ConfigError(f"{args.experiment}: no run of method {args.method!r} on dataset {args.dataset!r} with seed "
+                          f"{args.seed} at scale {args.scale} (a stale target?); this method runs on "
+                          f"{', '.join(on) or 'no dataset'} with seeds {exp['seeds']}")
     device = pick_device(args.device)
     if args.finish:
         exp["train"] = {**exp.get("train", {}), "finish": True}

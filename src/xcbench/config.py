@@ -38,10 +38,22 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _leaf(e):
+    """The deepest failing branch of a `oneOf`/`anyOf` error: 'methods/m/train/lr: -1 is less than...'
+    instead of 'methods: ... is not valid under any of the given schemas'."""
+    while e.context:
+        e = max(e.context, key=lambda c: (len(c.absolute_path), c.validator != "type"))
+    return e
+
+
 def validate(obj: Any, schema_name: str, source: str | Path) -> None:
     schema = read_yaml(SCHEMAS / schema_name)
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+    errors = sorted((_leaf(e) for e in validator.iter_errors(obj)), key=lambda e: list(e.absolute_path))
+    real = [e for e in errors if e.validator != "unevaluatedProperties"]
+    # a failing `settings` reference leaves its keys "unevaluated": that follow-on error says nothing new
+    errors = [e for e in errors if e.validator != "unevaluatedProperties"
+              or not any(list(r.absolute_path)[:len(e.absolute_path)] == list(e.absolute_path) for r in real)]
     if errors:
         lines = [f"{source}: {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
                  for e in errors]

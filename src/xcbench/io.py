@@ -59,9 +59,20 @@ def write_yaml(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
+class YAMLSyntaxError(ValueError):
+    """A YAML file that does not parse: names the file and line."""
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        try:
+            return yaml.safe_load(f)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            what = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise YAMLSyntaxError(f"{where}: YAML syntax error: {what}; fix that line (indentation, a missing "
+                                  f"':' or an unclosed bracket or quote)") from None
 
 
 def torch_save(path: str | os.PathLike, obj: Any) -> None:

@@ -18,7 +18,8 @@ DATA = config["data"]["root"]
 RESULTS = config["results"]
 FIG = config["figures"]
 DEVICE = config["device"]
-MIRRORS = " ".join(f"--mirror {m}" for m in config["data"]["mirrors"])
+MIRRORS = [a for m in config["data"]["mirrors"] for a in ("--mirror", m)]  # a list: `:q` quotes each item
+NAME = r"[A-Za-z0-9_.-]+"  # dataset, method, paper and artifact names (the schemas enforce it too)
 
 
 def experiment_file(paper, artifact):

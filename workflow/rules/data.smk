@@ -13,7 +13,7 @@ rule fetch:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench fetch --dataset {wildcards.dataset} --out {params.out} {params.mirrors} > {log} 2>&1"
+        "{params.py:q} -m xcbench fetch --dataset {wildcards.dataset:q} --out {params.out:q} {params.mirrors:q} > {log:q} 2>&1"
 
 
 rule prepare:
@@ -29,4 +29,4 @@ rule prepare:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench prepare --dataset {wildcards.dataset} --raw {params.raw} --out {output} > {log} 2>&1"
+        "{params.py:q} -m xcbench prepare --dataset {wildcards.dataset:q} --raw {params.raw:q} --out {output:q} > {log:q} 2>&1"

@@ -16,5 +16,5 @@ rule features:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench features --dataset {wildcards.dataset} --processed {input} "
-        "--extractor {wildcards.extractor} --dim {wildcards.dim} --out {output} > {log} 2>&1"
+        "{params.py:q} -m xcbench features --dataset {wildcards.dataset:q} --processed {input:q} "
+        "--extractor {wildcards.extractor:q} --dim {wildcards.dim:q} --out {output:q} > {log:q} 2>&1"

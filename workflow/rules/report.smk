@@ -23,8 +23,8 @@ for _kind in KIND_EXT:  # one render rule, instantiated per kind: only the outpu
         conda:
             ENV
         shell:
-            "{params.py} -m xcbench render --experiment {input.experiment} --scale {params.scale} "
-            "--results {params.results} --out {params.out} > {log} 2>&1"
+            "{params.py:q} -m xcbench render --experiment {input.experiment:q} --scale {params.scale:q} "
+            "--results {params.results:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule claims:
@@ -45,8 +45,8 @@ rule claims:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench claims --claims {input.claims} --experiments config/experiments/{wildcards.paper} "
-        "--scale {params.scale} --results {params.results} --out {output.md} > {log} 2>&1"
+        "{params.py:q} -m xcbench claims --claims {input.claims:q} --experiments config/experiments/{wildcards.paper:q} "
+        "--scale {params.scale:q} --results {params.results:q} --out {output.md:q} > {log:q} 2>&1"
 
 
 rule report:
@@ -63,4 +63,4 @@ rule report:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench report --claims {input.claims} --artifacts {input.artifacts} --out {output.md} > {log} 2>&1"
+        "{params.py:q} -m xcbench report --claims {input.claims:q} --artifacts {input.artifacts:q} --out {output.md:q} > {log:q} 2>&1"

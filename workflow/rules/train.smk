@@ -10,13 +10,13 @@ rule train:
         config=f"{RESULTS}/{{scale}}/{{paper}}/{{artifact}}/{{dataset}}/{{method}}/seed{{seed}}/config.resolved.yaml",
     wildcard_constraints:
         scale="tiny|quick|paper",
-        dataset="[^/]+",
-        method="[^/]+",
+        dataset=NAME,
+        method=NAME,
         seed=r"\d+",
     params:
         py=PY,
         device=DEVICE,
-        features=lambda w, input: f"--features {input.features}" if "features" in input.keys() else "",
+        features=lambda w, input: ["--features", input.features] if "features" in input.keys() else [],
         out=lambda w, output: str(Path(output.metrics).parent),
     threads: 1
     resources:
@@ -27,6 +27,6 @@ rule train:
     conda:
         ENV
     shell:
-        "{params.py} -m xcbench train --experiment {input.experiment} --scale {wildcards.scale} "
-        "--dataset {wildcards.dataset} --method {wildcards.method} --seed {wildcards.seed} "
-        "--processed {input.processed} {params.features} --device {params.device} --threads {threads} --out {params.out} > {log} 2>&1"
+        "{params.py:q} -m xcbench train --experiment {input.experiment:q} --scale {wildcards.scale:q} "
+        "--dataset {wildcards.dataset:q} --method {wildcards.method:q} --seed {wildcards.seed:q} "
+        "--processed {input.processed:q} {params.features:q} --device {params.device:q} --threads {threads:q} --out {params.out:q} > {log:q} 2>&1"

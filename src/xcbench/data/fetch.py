@@ -7,9 +7,10 @@ Search order for every file of a dataset entry in `config/datasets.yaml`:
 Every candidate is copied or downloaded to a temporary file beside the target, its sha256 is
 checked, and only then is it renamed into `data/raw/<dataset>/`. Archives (`extract: true`) are
 unpacked into a temporary folder; a member whose path would land outside the target folder is
-refused, and a truncated archive is reported and removed. Where the entry gives no sha256 yet,
-the one computed on first fetch is recorded in the dataset's `manifest.json` and printed, so it
-can be pasted into datasets.yaml.
+refused, and a truncated archive is reported and removed. Where the entry gives no sha256 (the
+large XC archives, ml-10m.zip, the SNAP logs: their sources publish none), the first fetch's hash is
+recorded in `data/raw/sha256-recorded.tsv` with a loud warning (trust on first use), and every
+later fetch is checked against it; the hash can then be pasted into datasets.yaml.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Iterable
 
 from tqdm import tqdm
 
-from xcbench.io import atomic_path, write_json
+from xcbench.io import atomic_path, write_json, write_text
 
 MIRROR_ENV = "XCBENCH_MIRROR"
 URL_TIMEOUT_S = 30
@@ -69,9 +70,30 @@ def _candidates(name: str, entry: dict, roots: list[Path]) -> list[tuple[str, st
     return out
 
 
+RECORDED = "sha256-recorded.tsv"  # beside the datasets' raw folders: dataset, file, sha256 of the first fetch
+
+
+def recorded_hashes(raw_root: Path) -> dict[tuple[str, str], str]:
+    path = raw_root / RECORDED
+    if not path.exists():
+        return {}
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line and line[0] != "#"]
+    return {(r[0], r[1]): r[2] for r in rows if len(r) >= 3}
+
+
+def record_hash(raw_root: Path, dataset: str, name: str, sha: str) -> None:
+    rec = recorded_hashes(raw_root)
+    rec[(dataset, name)] = sha
+    lines = ["# sha256 of files whose catalogue entry has none, recorded at their first fetch; later fetches must match"]
+    lines += [f"{d}\t{f}\t{h}" for (d, f), h in sorted(rec.items())]
+    write_text(raw_root / RECORDED, "\n".join(lines) + "\n")
+
+
 def fetch_file(spec: dict, entry: dict, target_dir: Path, roots: list[Path]) -> dict:
     """Obtain one file of a dataset into target_dir; returns its manifest record."""
     name, want = spec["name"], spec.get("sha256")
+    if not want:  # trust on first use: the hash of this file's first fetch, if any
+        want = recorded_hashes(target_dir.parent).get((entry["name"], name))
     target = target_dir / name
     if target.exists() and want and sha256_of(target) == want:
         return {"sha256": want, "source": "cached", "bytes": target.stat().st_size}
@@ -88,8 +110,10 @@ def fetch_file(spec: dict, entry: dict, target_dir: Path, roots: list[Path]) -> 
                     _download(loc, tmp)
                 got = sha256_of(tmp)
                 if want and got != want:
-                    raise FetchError(f"sha256 mismatch: expected {want}, got {got} (a corrupt or different file; "
-                                     "the copy was discarded)")
+                    where = ("config/datasets.yaml" if spec.get("sha256")
+                             else f"{target_dir.parent / RECORDED}, recorded at its first fetch")
+                    raise FetchError(f"sha256 mismatch: expected {want} ({where}), got {got} (a corrupt or different "
+                                     "file; the copy was discarded)")
             return {"sha256": got, "source": loc, "bytes": target.stat().st_size,
                     **({} if want else {"sha256_recorded_on_first_fetch": True})}
         except FetchError as e:  # a bad copy: warn, name it, and try the next source
@@ -162,9 +186,12 @@ def fetch_dataset(entry: dict, raw_dir: str | os.PathLike, mirrors: Iterable[str
         rec = fetch_file(spec, entry, raw_dir, roots)
         if spec.get("extract"):
             rec["members"] = extract(raw_dir / spec["name"], raw_dir)
-        if rec.get("sha256_recorded_on_first_fetch"):
-            print(f"note: {entry['name']}/{spec['name']} had no sha256 in config/datasets.yaml; "
-                  f"recorded {rec['sha256']} in {raw_dir / 'manifest.json'}")
+        if rec.get("sha256_recorded_on_first_fetch"):  # only once it is known to be whole (extracted)
+            record_hash(raw_dir.parent, entry["name"], spec["name"], rec["sha256"])
+            print(f"WARNING: {entry['name']}/{spec['name']} has no published sha256 (config/datasets.yaml), so this "
+                  f"first copy could not be verified: its sha256 {rec['sha256']} is now recorded in "
+                  f"{raw_dir.parent / RECORDED} and every later fetch must match it. Check the file against its "
+                  f"source, then paste the hash into config/datasets.yaml.", file=sys.stderr)
         files[spec["name"]] = rec
     manifest = {"dataset": entry["name"], "files": files}
     write_json(raw_dir / "manifest.json", manifest)

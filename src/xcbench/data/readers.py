@@ -30,51 +30,122 @@ def _fail(path: Path, lineno: int, what: str, fix: str = "") -> FormatError:
 
 
 def read_xc_bow(path: str | Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """X (n, d) float32 and Y (n, L) CSR from an XC BOW file. The whole file is parsed by a few numpy
+    conversions (`_parse_fast`); when that fails or the data break a rule, the line-by-line reader
+    (`_parse_lines`) runs to name the file, line and fix. Feature values must be finite."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().split()
-        if len(header) != 3 or not all(h.isdigit() for h in header):
-            raise _fail(path, 1, f"expected header 'n_samples n_features n_labels', got {' '.join(header)!r}",
-                        "is this an Extreme Classification Repository BOW file?")
-        n, d, L = map(int, header)
-        x_ptr, x_idx, x_val, y_ptr, y_idx = [0], [], [], [0], []
-        rows = 0
-        for lineno, line in enumerate(f, start=2):
-            if not line.strip():
-                continue
-            toks = line.split()
-            lab = "" if (line[0].isspace() or ":" in toks[0]) else toks[0]
-            feats = toks[1:] if lab else toks
-            if lab:
-                try:
-                    ls = [int(t) for t in lab.split(",") if t != ""]
-                except ValueError:
-                    raise _fail(path, lineno, f"bad label list {lab!r}", "labels are comma-separated integers") from None
-                if any(not 0 <= l < L for l in ls):
-                    raise _fail(path, lineno, f"label id out of range [0, {L})")
-                y_idx.extend(sorted(set(ls)))
-            for t in feats:
-                k, sep, v = t.partition(":")
-                try:
-                    fi, fv = int(k), float(v)
-                except ValueError:
-                    raise _fail(path, lineno, f"bad feature {t!r}", "features are written 'index:value'") from None
-                if not sep or not 0 <= fi < d:
-                    raise _fail(path, lineno, f"bad feature {t!r}", f"index must be in [0, {d})")
-                x_idx.append(fi)
-                x_val.append(fv)
-            x_ptr.append(len(x_idx))
-            y_ptr.append(len(y_idx))
-            rows += 1
-    if rows != n:
-        raise _fail(path, lineno if rows else 1, f"header says {n} samples but the file has {rows}",
-                    "the file may be truncated")
+    text = path.read_text(encoding="utf-8")
+    try:
+        X, Y, rows = _parse_fast(text)
+    except (ValueError, IndexError):
+        X = None
+    if X is None or not _valid(X, Y):
+        X, Y, rows = _parse_lines(path, text)
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if len(bad):
+        r = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+        raise _fail(path, int(rows[r]), f"feature value {X.data[bad[0]]} is not finite",
+                    "nan or inf in a BOW file: regenerate or clean it")
+    X.sum_duplicates()
+    return X, Y
+
+
+def _header(path: Path, line: str) -> tuple[int, int, int]:
+    header = line.split()
+    if len(header) != 3 or not all(h.isdigit() for h in header):
+        raise _fail(path, 1, f"expected header 'n_samples n_features n_labels', got {' '.join(header)!r}",
+                    "is this an Extreme Classification Repository BOW file?")
+    return tuple(map(int, header))
+
+
+def _valid(X: sp.csr_matrix, Y: sp.csr_matrix) -> bool:
+    return (X.indices.min(initial=0) >= 0 and X.indices.max(initial=-1) < X.shape[1]
+            and Y.indices.min(initial=0) >= 0 and Y.indices.max(initial=-1) < Y.shape[1])
+
+
+def _parse_fast(text: str) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray] | tuple[None, None, None]:
+    """The happy path: every row's labels and 'f:v' tokens joined and converted at once."""
+    lines = text.split("\n")
+    header = lines[0].split()
+    if len(header) != 3 or not all(h.isdigit() for h in header):
+        return None, None, None
+    n, d, L = map(int, header)
+    rows = [i for i in range(1, len(lines)) if lines[i].strip()]
+    if len(rows) != n:
+        return None, None, None
+    labs, feats, n_lab, n_feat = [], [], np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for r, i in enumerate(rows):
+        line = lines[i]
+        toks = line.split()
+        has_lab = not (line[0].isspace() or ":" in toks[0])
+        if has_lab:
+            ls = sorted(set(toks[0].split(",")) - {""}, key=int)
+            labs.extend(ls)
+            n_lab[r] = len(ls)
+        f = toks[1:] if has_lab else toks
+        feats.extend(f)
+        n_feat[r] = len(f)
+    kv = " ".join(feats).replace(":", " ").split()
+    if len(kv) != 2 * len(feats):
+        return None, None, None
+    kv = np.asarray(kv).reshape(-1, 2) if feats else np.zeros((0, 2), str)
+    x_idx, x_val = kv[:, 0].astype(np.int64), kv[:, 1].astype(np.float32)
+    y_idx = np.asarray(labs, np.int64)
+    ptr = lambda c: np.concatenate([[0], np.cumsum(c)])  # noqa: E731
+    X = sp.csr_matrix((x_val, x_idx, ptr(n_feat)), shape=(n, d))
+    Y = sp.csr_matrix((np.ones(len(y_idx), np.float32), y_idx, ptr(n_lab)), shape=(n, L))
+    return X, Y, np.asarray(rows) + 1
+
+
+def _parse_lines(path: Path, text: str) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Line by line, raising FormatError with file:line at the first malformed token."""
+    lines = text.split("\n")
+    cut = not text.endswith("\n")  # the last line has no newline: a download cut mid-line
+    n, d, L = _header(path, lines[0])
+    last = len(lines) if cut else len(lines) - 1
+
+    def fail(lineno: int, what: str, fix: str = "") -> FormatError:
+        if cut and lineno == last:
+            fix = "the file looks truncated: its last line has no newline; download it again"
+        return _fail(path, lineno, what, fix)
+
+    x_ptr, x_idx, x_val, y_ptr, y_idx, rows = [0], [], [], [0], [], []
+    lineno = 1
+    for lineno, line in enumerate(lines[1:last], start=2):
+        if not line.strip():
+            continue
+        toks = line.split()
+        lab = "" if (line[0].isspace() or ":" in toks[0]) else toks[0]
+        feats = toks[1:] if lab else toks
+        if lab:
+            try:
+                ls = [int(t) for t in lab.split(",") if t != ""]
+            except ValueError:
+                raise fail(lineno, f"bad label list {lab!r}", "labels are comma-separated integers") from None
+            if any(not 0 <= l < L for l in ls):
+                raise fail(lineno, f"label id out of range [0, {L})")
+            y_idx.extend(sorted(set(ls)))
+        for t in feats:
+            k, sep, v = t.partition(":")
+            try:
+                fi, fv = int(k), float(v)
+            except ValueError:
+                raise fail(lineno, f"bad feature {t!r}", "features are written 'index:value'") from None
+            if not sep or not 0 <= fi < d:
+                raise fail(lineno, f"bad feature {t!r}", f"index must be in [0, {d})")
+            x_idx.append(fi)
+            x_val.append(fv)
+        x_ptr.append(len(x_idx))
+        y_ptr.append(len(y_idx))
+        rows.append(lineno)
+    if len(rows) != n:
+        raise _fail(path, lineno if rows else 1, f"header says {n} samples but the file has {len(rows)}",
+                    "the file looks truncated" if len(rows) < n else "the header's sample count is wrong")
     X = sp.csr_matrix((np.asarray(x_val, np.float32), np.asarray(x_idx, np.int64), np.asarray(x_ptr, np.int64)),
                       shape=(n, d))
-    X.sum_duplicates()
     Y = sp.csr_matrix((np.ones(len(y_idx), np.float32), np.asarray(y_idx, np.int64), np.asarray(y_ptr, np.int64)),
                       shape=(n, L))
-    return X, Y
+    return X, Y, np.asarray(rows)
 
 
 def read_lm_text(paths: dict[str, str | Path]) -> tuple[dict[str, np.ndarray], list[str]]:

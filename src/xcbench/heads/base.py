@@ -26,6 +26,15 @@ import torch
 from torch import nn
 
 
+def check_param(head: str, name: str, value, lo: float, hi: float = math.inf, open_lo: bool = False) -> None:
+    """A head parameter's range: lo <= value <= hi (lo < value with open_lo); raises naming head and key."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value > lo if open_lo else value >= lo) \
+        and value <= hi
+    if not ok:
+        rng = f"{'(' if open_lo else '['}{lo:g}, {hi:g}]" if hi < math.inf else f"{'>' if open_lo else '>='} {lo:g}"
+        raise ValueError(f"{head}: params.{name} must be a number {rng}, got {value!r}")
+
+
 class Head(nn.Module):
     multi_label = True
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head
+from xcbench.heads.base import Head, check_param
 from xcbench.heads.selective_softmax import layer_mb
 from xcbench.registry import HEADS
 
@@ -35,6 +35,7 @@ class NCE(Head):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, k: int = 100, noise: str = "uniform",
                  init_std: float | None = None) -> None:
         super().__init__(in_dim, n_classes, gen)
+        check_param("nce", "k", k, 1)
         if noise not in ("uniform", "unigram"):
             raise ValueError(f"nce: noise must be 'uniform' or 'unigram', got {noise!r}")
         std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)

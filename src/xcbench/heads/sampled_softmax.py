@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head
+from xcbench.heads.base import Head, check_param
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
@@ -106,6 +106,7 @@ class SampledSoftmax(NormalizedSoftmax):
                  absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
                  aux_weight: float = 1.0, correct: str = "negatives") -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
+        check_param("sampled_softmax", "m", m, 1)
         if correct not in CORRECTIONS:
             raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head
+from xcbench.heads.base import Head, check_param
 from xcbench.metrics import cp_at_k, ncg_at_k
 from xcbench.registry import HEADS, SELECTORS
 
@@ -59,6 +59,9 @@ class SelectiveSoftmax(Head):
                  selector_params: dict | None = None, M: int | None = None, M_frac: float = 0.01,
                  init_std: float | None = None, probe_ks: list[int] = (1, 10, 100, 1000)) -> None:
         super().__init__(in_dim, n_classes, gen)
+        check_param("selective_softmax", "M_frac", M_frac, 0, 1, open_lo=True)
+        if M is not None:
+            check_param("selective_softmax", "M", M, 1)
         std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
         self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)             # (C, d)
         self.selector = SELECTORS.get(selector)(n_classes, **(selector_params or {}))
