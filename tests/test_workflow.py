@@ -56,6 +56,17 @@ def test_tiny_end_to_end_run(tmp_path):
     r = _snakemake(wd, "figures/baseline/xmc_table.md", "--cores", "1", "--config", "scale=tiny")
     out = r.out
     assert r.returncode == 0 and "table" in out and "rule train" not in out
+    # training depends on the run spec, not the file: a notes edit re-renders only, a changed lr retrains
+    exp = wd / "config" / "experiments" / "baseline" / "xmc_table.yaml"
+    text = exp.read_text()
+    exp.write_text(text.replace("notes: ", "notes: A new first sentence. ", 1))
+    r = _snakemake(wd, "-n", "--config", "scale=tiny")
+    assert r.returncode == 0 and "rule train" not in r.out and "xmc_table" in r.out, r.out[-2000:]
+    assert "lr: 0.001," in text
+    exp.write_text(text.replace("lr: 0.001,", "lr: 0.0123,", 1))
+    r = _snakemake(wd, "-n", "--config", "scale=tiny")
+    assert "rule train" in r.out, r.out[-2000:]
+    exp.write_text(text)
     # the HTML report embeds the figures
     r = _snakemake(wd, "--config", "scale=tiny", "--report", "report.html")
     assert r.returncode == 0, r.out[-2000:]

@@ -24,17 +24,6 @@ from typing import Any
 
 import torch
 
-from xcbench import __version__
-
-NOT_SPEC = ("finish",)  # train keys that do not change what is trained
-
-
-def run_spec(resolved: dict) -> dict:
-    """The part of a run's resolved configuration (train.run) that its checkpoint must match."""
-    train = {k: v for k, v in resolved.get("train", {}).items() if k not in NOT_SPEC}
-    keys = ("paper", "artifact", "scale", "dataset", "method", "seed", "head", "head_params", "model", "task")
-    return {**{k: resolved.get(k) for k in keys}, "train": train, "xcbench": __version__}
-
 
 def differences(old: Any, new: Any, path: str = "") -> list[str]:
     """Dotted key paths where two nested dicts differ, with both values."""

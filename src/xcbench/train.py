@@ -29,8 +29,8 @@ from torch import nn
 from tqdm import tqdm
 
 from xcbench import __version__
-from xcbench.checkpoint import load_checkpoint, run_spec
-from xcbench.config import ROOT, ConfigError, deep_merge
+from xcbench.checkpoint import load_checkpoint
+from xcbench.config import ROOT, ConfigError, method_config, run_spec  # noqa: F401 (method_config: re-exported)
 from xcbench.device import device_name
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
@@ -64,24 +64,6 @@ def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.de
 def evaluate_splits(model: Model, task) -> dict[str, float]:
     """The per-epoch evaluation: every split in `task.eval_splits`, keys prefixed by the split."""
     return {f"{split}_{k}": v for split in task.eval_splits for k, v in task.evaluate(model, split).items()}
-
-
-def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
-    """(method spec, train config, model config) of one run: the experiment's settings, overridden by
-    its `per_dataset` entry (train, model, and the method's head params under `methods`), overridden
-    by the method's own."""
-    spec = exp["methods"][method]
-    per_ds = exp.get("per_dataset", {}).get(dataset, {})
-    over = per_ds.get("methods", {}).get(method, {})
-    if over:
-        spec = deep_merge(spec, over)
-    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
-    base = exp.get("model", {})
-    enc = per_ds.get("model", {}).get("encoder")
-    if isinstance(enc, dict) and enc.get("name") != base.get("encoder", {}).get("name"):
-        base = {k: v for k, v in base.items() if k != "encoder"}  # another encoder: none of the base's params
-    model_cfg = deep_merge(deep_merge(base, per_ds.get("model", {})), spec.get("model", {}))
-    return spec, train_cfg, model_cfg
 
 
 def setup_head(model: Model, task, device: torch.device, train_cfg: dict | None = None) -> None:
@@ -269,7 +251,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
                           f"task {exp['task']['name']!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after,
-              spec=run_spec(resolved_config(exp, task, dataset, method, seed)))
+              spec=run_spec(exp, dataset, method, seed))
     hist = res["history"]
     curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k not in WALL_CLOCK}
     strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731

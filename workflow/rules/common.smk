@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import load_datasets, load_experiment, resolve_experiment
+from xcbench.config import load_datasets, load_experiment, resolve_experiment, run_spec, spec_hash
 from xcbench.io import write_yaml
 from xcbench.reporting.collect import expected_runs, run_location
 
@@ -80,11 +80,18 @@ def features_file(exp, dataset):
 
 
 def train_inputs(w):
+    """A run's data; its settings enter through `run_spec_hash` (params), not the experiment file, so
+    editing notes, captions or literature rows never retrains (checkpoint.run_spec)."""
     exp = experiment(w.paper, w.artifact, w.scale)
-    out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz", "experiment": experiment_file(w.paper, w.artifact)}
+    out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz"}
     if features_file(exp, w.dataset):
         out["features"] = features_file(exp, w.dataset)
     return out
+
+
+def run_spec_hash(w):
+    exp = EXPS.get((w.paper, w.artifact)) if w.scale == SCALE else None
+    return spec_hash(run_spec(exp or experiment(w.paper, w.artifact, w.scale), w.dataset, w.method, int(w.seed)))
 
 
 def names_of_kind(kind):

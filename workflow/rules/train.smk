@@ -15,6 +15,8 @@ rule train:
         seed=r"\d+",
     params:
         py=PY,
+        experiment=lambda w: experiment_file(w.paper, w.artifact),
+        spec=run_spec_hash,
         device=DEVICE,
         features=lambda w, input: ["--features", input.features] if "features" in input.keys() else [],
         out=lambda w, output: str(Path(output.metrics).parent),
@@ -27,6 +29,6 @@ rule train:
     conda:
         ENV
     shell:
-        "{params.py:q} -m xcbench train --experiment {input.experiment:q} --scale {wildcards.scale:q} "
+        "{params.py:q} -m xcbench train --experiment {params.experiment:q} --scale {wildcards.scale:q} "
         "--dataset {wildcards.dataset:q} --method {wildcards.method:q} --seed {wildcards.seed:q} "
         "--processed {input.processed:q} {params.features:q} --device {params.device:q} --threads {threads:q} --out {params.out:q} > {log:q} 2>&1"

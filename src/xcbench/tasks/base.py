@@ -20,7 +20,7 @@ from typing import Any, Iterator, NamedTuple
 
 import torch
 
-from xcbench.config import ConfigError
+from xcbench.config import ConfigError, task_config
 from xcbench.registry import TASKS
 
 
@@ -86,10 +86,8 @@ def make_task(exp: dict, entry: dict, processed: str, features: str | None, devi
     `per_dataset: {<dataset>: {task: {name, params}}}` entry overrides them (e.g. a sequence length),
     or names another task for that dataset (a language-model column in a face-identification table),
     whose params then start from that entry's alone."""
-    own = exp.get("per_dataset", {}).get(dataset, {}).get("task", {})
-    cls = TASKS.get(own.get("name", exp["task"]["name"]))
-    base = {} if own.get("name", exp["task"]["name"]) != exp["task"]["name"] else (exp["task"].get("params") or {})
-    params = {**base, **(own.get("params") or {})}
+    name, params = task_config(exp, dataset)
+    cls = TASKS.get(name)
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
 
