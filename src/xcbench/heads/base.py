@@ -42,6 +42,35 @@ class Head(nn.Module):
         super().__init__()
         self.in_dim, self.n_classes = in_dim, n_classes
         self.loss_parts: dict[str, float] = {}
+        self._gen: torch.Generator | None = None  # set by `prepare` (use outside the DAG's loop)
+
+    def prepare(self, label_counts: torch.Tensor, n_train: int | None = None, epochs: int = 1,
+                steps_per_epoch: int = 1, batch_size: int = 1, seed: int = 0) -> "Head":
+        """Everything a head needs before its first `forward(h, y)` in your own loop, in one call:
+        the training label counts (unigram proposals, NCE noise), the run's length (heads with
+        schedules), a generator of its own, and the first index build (MIDX codebooks, trees). The
+        DAG's loop (train.fit) calls `setup` and `on_epoch_start` itself; call `on_epoch_start(step,
+        gen)` again at each epoch to rebuild an index from the current class embeddings."""
+        device = next(iter(self.parameters()), label_counts).device
+        counts = label_counts.to(device)
+        self.setup({"label_counts": counts, "n_train": int(n_train if n_train is not None else counts.sum()),
+                    "epochs": epochs, "steps_per_epoch": steps_per_epoch, "batch_size": batch_size})
+        self._gen = torch.Generator(device=device).manual_seed(seed)
+        self.on_epoch_start(0, self._gen)
+        return self
+
+    def forward(self, h: torch.Tensor, y: torch.Tensor | None = None, idx: torch.Tensor | None = None) -> torch.Tensor:
+        """The training loss of a batch when `y` is given, else the full logits (B, C): a head is an
+        nn.Module that DDP, torch.compile or Lightning can wrap. `idx` (B,) are example ids, needed
+        by heads with per-example state (SCENT's duals). Needs `prepare` first."""
+        if y is None:
+            return self.scores(h)
+        if self._gen is None:
+            raise RuntimeError(f"{type(self).__name__}: call head.prepare(label_counts) once before training "
+                               "with forward(h, y)")
+        if idx is None:
+            idx = torch.arange(h.shape[0], device=h.device)
+        return self.loss(h, y, idx, self._gen)
 
     def loss(self, h: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         raise NotImplementedError

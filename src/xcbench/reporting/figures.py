@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from xcbench.io import write_text
 from xcbench.reporting import html as H
@@ -49,7 +48,7 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             starts.append(np.nanmax(Y[:, 0]))
         ax.set_title(f"{pretty(d)}" + (f": {ylabel}" if len(keys) > 1 else ""))
         ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+        ax.xaxis.set_major_locator(_integer_ticks())  # epochs are whole numbers
         if opts.get("logy"):
             ax.set_yscale("log")
         if clip and starts and np.isfinite(max(starts)):
@@ -85,7 +84,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
             ax.set_title(f"{pretty(d)}: {g['label']}")
             ax.set_xlabel("epoch")
             ax.set_ylabel(g["label"])
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.xaxis.set_major_locator(_integer_ticks())
             ax.legend(frameon=False, fontsize=7)
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
     fig.suptitle(title, fontsize=9)
@@ -100,3 +99,9 @@ def figure_pages(out: str, title: str, foot: str, extra_md: str = "") -> list[Pa
     write_text(f"{out}.html", H.page(title, f"<h3>{H.html.escape(title)}</h3>{H.image(f'{out}.png', title)}"
                                             + H.foot(foot)))
     return [Path(f"{out}.caption.md"), Path(f"{out}.html")]
+
+
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)

@@ -1,0 +1,32 @@
+"""The README's Python example runs as written, with torch alone (no Snakemake import)."""
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_readme_head_example_runs_with_torch_alone():
+    text = (REPO / "README.md").read_text()
+    code = re.search(r"<!-- readme-example -->\n```python\n(.*?)```", text, re.S).group(1)
+    check = code + "\nimport sys\nassert logits.shape == (256, n) and loss.item() > 0\n" \
+                   "assert 'snakemake' not in sys.modules and 'matplotlib' not in sys.modules\n"
+    r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_head_forward_needs_prepare_and_equals_loss():
+    import torch
+
+    from xcbench.registry import HEADS
+    head = HEADS.get("full_softmax")(4, 7, torch.Generator().manual_seed(0))
+    h, y = torch.randn(3, 4), torch.tensor([0, 5, 2])
+    assert torch.equal(head(h), head.scores(h))
+    try:
+        head(h, y)
+        raise AssertionError("forward(h, y) before prepare must raise")
+    except RuntimeError as e:
+        assert "prepare" in str(e)
+    head.prepare(torch.ones(7))
+    assert torch.allclose(head(h, y), head.loss(h, y, torch.arange(3), torch.Generator()))
