@@ -129,3 +129,24 @@ def test_cli_unknown_method_is_a_clear_error(tiny_xmc, tmp_path):
     cmd[cmd.index("full_softmax")] = "no_such_method"
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 1 and "no_such_method" in r.stderr and "full_softmax" in r.stderr
+
+
+def test_cli_train_logs_one_line_per_epoch_and_where_results_went(tiny_xmc, tmp_path):
+    """Without a TTY (a DAG job's log) every epoch still leaves a line: epoch, loss, validation
+    metrics, s/epoch, ETA; the last line names the result file."""
+    from xcbench.io import write_yaml
+    processed, feats, _ = tiny_xmc
+    exp = {"paper": "p", "artifact": "a", "title": "t", "task": {"name": "xmc", "params": {"val_frac": 0.1}},
+           "datasets": ["synthetic-xmc-tiny"], "seeds": [0], "methods": {"full_softmax": {}},
+           "model": {"encoder": {"name": "mlp", "hidden": 16}},
+           "render": {"kind": "table", "renderer": "metric_table"}, "train": {"epochs": 2, "batch_size": 32, "lr": 0.01}}
+    write_yaml(tmp_path / "a.yaml", exp)
+    out = tmp_path / "r" / "synthetic-xmc-tiny" / "full_softmax" / "seed0"
+    r = subprocess.run([sys.executable, "-m", "xcbench", "train", "--experiment", str(tmp_path / "a.yaml"), "--scale",
+                        "tiny", "--dataset", "synthetic-xmc-tiny", "--method", "full_softmax", "--processed",
+                        str(processed), "--features", str(feats), "--threads", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [line for line in r.stderr.splitlines() if "synthetic-xmc-tiny/full_softmax epoch" in line]
+    assert len(lines) == 2 and "epoch 2/2" in lines[1] and "val_P@1=" in lines[1] and "ETA" in lines[1]
+    assert f"results: {out / 'metrics.json'}" in r.stdout.splitlines()[-1]

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def cmd_train(args) -> None:
                      dataset=args.dataset)
     m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
     print({k: round(v, 4) for k, v in m["metrics"].items()})
+    print(f"results: {Path(args.out) / 'metrics.json'} (per epoch: history.csv, settings: config.resolved.yaml)")
 
 
 def cmd_render(args) -> None:
@@ -192,6 +194,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     try:
         args.fn(args)
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import platform
 import resource
@@ -39,6 +40,7 @@ from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
 
+LOG = logging.getLogger("xcbench.train")
 CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
 WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
@@ -146,8 +148,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         model.eval()
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     nb = task.n_train_batches(bs)
-    for epoch in tqdm(range(start, epochs), desc=f"train {out_dir.name}", unit="epoch", initial=start,
-                      total=epochs, disable=None):
+    label = f"{out_dir.parent.parent.name}/{out_dir.parent.name}"  # <dataset>/<method> of .../<dataset>/<method>/seedK
+    for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
         t0 = time.perf_counter()
         lr = sched.lr_at(epoch, epochs)
         for g in opt.param_groups:
@@ -176,6 +178,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         stop = sched.observe(evals)
         if select:
             stop = select.update(epoch + 1, evals, model) or stop
+        log_epoch(label, history[-1], epochs, elapsed / (epoch + 1))
         torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
                                "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
                                "global_rng": torch.get_rng_state(), "history": history, "epoch": epoch + 1,
@@ -196,6 +199,14 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             "time_per_epoch_s": float(np.mean(epoch_times)) if epoch_times else 0.0,
             "best_epoch": select.best_epoch if select else (history[-1]["epoch"] if history else 0),
             "memory": memory_report(model, opt, device), "head": last, "cut_short_after_epoch": cut_short}
+
+
+def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
+    """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent)."""
+    vals = " ".join(f"{k}={v:.4g}" for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float)))
+    eta = (epochs - rec["epoch"]) * s_per_epoch
+    LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
+             rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)
 
 
 def git_commit() -> str | None:
