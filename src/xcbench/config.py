@@ -3,7 +3,7 @@
 An experiment file (`config/experiments/<paper>/<artifact>.yaml`) holds the settings shared by all
 scales plus a `scales:` block of per-scale overrides; `resolve_experiment` deep-merges the chosen
 scale onto the base (dicts merge key by key, lists and scalars replace). Every file is validated
-against its JSON schema in `workflow/schemas/`, so unknown keys are errors that name the file.
+against its JSON schema in `src/xcbench/schemas/` (package data), so unknown keys are errors that name the file.
 `extends: <artifact>` (same folder) deep-merges a file onto another one (its `scales:` too), so a
 variant states only what differs; `task: lm` is short for `task: {name: lm, params: {}}`, and a
 task's params are checked by the task class itself (tasks/base.py).
@@ -23,8 +23,9 @@ from xcbench import __version__
 
 from xcbench.io import read_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMAS = ROOT / "workflow" / "schemas"
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (config/, results/); a wheel install has none
+SCHEMAS = Path(__file__).resolve().parent / "schemas"  # package data: found in a checkout and in a wheel
+CATALOGUE = Path(__file__).resolve().parent / "datasets.yaml"  # config/datasets.yaml links here
 SCALES = ("tiny", "quick", "paper")
 
 
@@ -146,7 +147,7 @@ def normalise_methods(methods: list | dict) -> dict[str, dict]:
 
 
 def load_datasets(path: str | Path | None = None) -> dict[str, dict]:
-    path = Path(path) if path else ROOT / "config" / "datasets.yaml"
+    path = Path(path) if path else CATALOGUE
     cat = read_yaml(path)
     validate(cat, "datasets.schema.yaml", path)
     for name, entry in cat.items():

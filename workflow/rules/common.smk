@@ -5,11 +5,11 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import load_datasets, load_experiment, resolve_experiment, run_spec, spec_hash
+from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment, run_spec, spec_hash
 from xcbench.io import write_yaml
 from xcbench.reporting.collect import expected_runs, run_location
 
-validate(config, schema="../schemas/config.schema.yaml")
+validate(config, schema=str(SCHEMAS / "config.schema.yaml"))
 
 PY = sys.executable  # the interpreter running snakemake (a bare `python` may be another one)
 ENV = "../envs/xcbench.yaml"  # for --lint and --sdm conda users; ignored otherwise
