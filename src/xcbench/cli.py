@@ -26,6 +26,7 @@ def _entry(args) -> dict:
 
 
 def cmd_fetch(args) -> None:
+    """Copy or download a dataset's raw files (mirrors first, then its URLs) and verify their sha256."""
     from xcbench.data.fetch import fetch_dataset
     from xcbench.data.synthetic import generate
     from xcbench.io import write_json
@@ -43,6 +44,7 @@ def cmd_fetch(args) -> None:
 
 
 def cmd_prepare(args) -> None:
+    """Read a dataset's raw files into one prepared .npz (splits, labels, vocabulary)."""
     from xcbench.data.datasets import prepare
 
     meta = prepare(_entry(args), args.raw, args.out)
@@ -50,6 +52,7 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_features(args) -> None:
+    """Extract fixed features (e.g. tf-idf + truncated SVD) from a prepared dataset and cache them."""
     from xcbench.data.datasets import load_npz
     from xcbench.io import torch_save
     from xcbench.registry import FEATURES
@@ -61,6 +64,7 @@ def cmd_features(args) -> None:
 
 
 def cmd_train(args) -> None:
+    """Train (or measure) one run: an experiment's method on a dataset with a seed; resumes from its checkpoint."""
     from xcbench.device import pick_device
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
@@ -91,6 +95,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_render(args) -> None:
+    """Render one table or figure from cached results only."""
     from xcbench.registry import RENDERERS
 
     exp = resolve_experiment(load_experiment(args.experiment), args.scale)
@@ -99,6 +104,7 @@ def cmd_render(args) -> None:
 
 
 def cmd_claims(args) -> None:
+    """Check a paper's claims against the results and write claims.md / claims.json."""
     from xcbench.reporting.claims import write_claims
 
     res = write_claims(args.claims, args.experiments, args.results, args.scale, args.out)
@@ -106,6 +112,7 @@ def cmd_claims(args) -> None:
 
 
 def cmd_report(args) -> None:
+    """Gather every table, figure and claims check into REPORT.md."""
     from xcbench.reporting.report import write_report
 
     write_report(args.claims, args.artifacts, args.out)
@@ -147,8 +154,14 @@ def cmd_rerender(args) -> None:
 
 
 def cmd_list(args) -> None:
+    """List every registered method by family; -v writes the parameter reference (docs/methods.md)."""
     from xcbench.registry import FAMILIES
 
+    if args.verbose:
+        from xcbench.reference import methods_reference
+
+        print(methods_reference(), end="")
+        return
     for name, reg in FAMILIES.items():
         print(f"{name:11s} {', '.join(reg.names()) or '-'}")
 
@@ -158,37 +171,47 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True)
 
     def verb(name, fn, *args):
-        s = sub.add_parser(name, help=fn.__doc__ or name)
+        s = sub.add_parser(name, help=fn.__doc__, description=fn.__doc__)
         s.set_defaults(fn=fn)
         s.add_argument("--datasets", default=None, help="dataset catalogue (default config/datasets.yaml)")
         for a in args:
             s.add_argument(*a[0], **a[1])
         return s
 
-    D = (["--dataset"], {"required": True})
-    O = (["--out"], {"required": True})
-    verb("fetch", cmd_fetch, D, O, (["--mirror"], {"action": "append", "default": [],
-                                                  "help": "mirror folder (repeatable); $XCBENCH_MIRROR comes first"}))
-    verb("prepare", cmd_prepare, D, O, (["--raw"], {"required": True}))
-    verb("features", cmd_features, D, O, (["--processed"], {"required": True}), (["--extractor"], {"required": True}),
-         (["--dim"], {"type": int, "default": 512}), (["--seed"], {"type": int, "default": 0}))
-    verb("train", cmd_train, D, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
-         (["--method"], {"required": True}), (["--seed"], {"type": int, "default": 0}),
-         (["--processed"], {"required": True}), (["--features"], {"default": None}),
-         (["--device"], {"default": "auto", "choices": ["auto", "cpu", "cuda"]}),
-         (["--threads"], {"type": int, "default": None, "help": "torch intra-op threads (default: torch's own, "
-                          "all cores); the DAG passes its rule's threads"}),
-         (["--finish"], {"action": "store_true", "help": "end a run cut short (time limit) at its last checkpointed "
-                         "epoch: test the selected epoch and write the result; metrics.json says so"}))
-    verb("render", cmd_render, O, (["--experiment"], {"required": True}), (["--scale"], {"default": "quick"}),
-         (["--results"], {"default": "results"}))
-    verb("claims", cmd_claims, O, (["--claims"], {"required": True}), (["--experiments"], {"required": True}),
-         (["--scale"], {"default": "quick"}), (["--results"], {"default": "results"}))
-    verb("report", cmd_report, O, (["--claims"], {"nargs": "*", "default": []}),
-         (["--artifacts"], {"nargs": "*", "default": []}))
-    verb("rerender", cmd_rerender, (["--root"], {"required": True, "help": "folder holding results/ (e.g. reference/paper-cpu)"}),
-         (["--scale"], {"default": "paper"}))
-    verb("list", cmd_list)
+    def opt(flag, help, **kw):
+        return ([flag], {"help": help, **kw})
+
+    D = opt("--dataset", "dataset name, a key of the catalogue (config/datasets.yaml)", required=True)
+    O = opt("--out", "output path (a folder for fetch and train, a file stem for render)", required=True)
+    EXP = opt("--experiment", "experiment file, config/experiments/<paper>/<artifact>.yaml", required=True)
+    SCALE = opt("--scale", "tiny | quick | paper (default %(default)s)", default="quick")
+    RES = opt("--results", "results root holding <scale>/<paper>/... (default %(default)s)", default="results")
+    PROC = opt("--processed", "prepared dataset, data/processed/<dataset>/dataset.npz", required=True)
+    SEED = opt("--seed", "random seed (default %(default)s)", type=int, default=0)
+    verb("fetch", cmd_fetch, D, O, opt("--mirror", "mirror folder (repeatable); $XCBENCH_MIRROR comes first",
+                                       action="append", default=[]))
+    verb("prepare", cmd_prepare, D, O, opt("--raw", "folder with the fetched raw files (data/raw/<dataset>)", required=True))
+    verb("features", cmd_features, D, O, PROC, opt("--extractor", "feature extractor (FEATURES registry, e.g. tfidf_svd)",
+                                                   required=True),
+         opt("--dim", "feature dimension (default %(default)s)", type=int, default=512), SEED)
+    verb("train", cmd_train, D, O, EXP, SCALE, opt("--method", "method key of the experiment's `methods:`", required=True),
+         SEED, PROC, opt("--features", "cached features, data/features/<dataset>/<extractor><dim>.pt, where the "
+                         "experiment uses fixed features", default=None),
+         opt("--device", "auto (CUDA when present) | cpu | cuda (default %(default)s)", default="auto",
+             choices=["auto", "cpu", "cuda"]),
+         opt("--threads", "torch intra-op threads (default: torch's own, all cores); the DAG passes its rule's "
+             "threads", type=int, default=None),
+         opt("--finish", "end a run cut short (time limit) at its last checkpointed epoch: test the selected epoch "
+             "and write the result; metrics.json says so", action="store_true"))
+    verb("render", cmd_render, O, EXP, SCALE, RES)
+    verb("claims", cmd_claims, O, opt("--claims", "claims file, config/claims/<paper>.yaml", required=True),
+         opt("--experiments", "folder of the paper's experiment files", required=True), SCALE, RES)
+    verb("report", cmd_report, O, opt("--claims", "claims.json files to gather", nargs="*", default=[]),
+         opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
+    verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper-cpu)", required=True),
+         opt("--scale", "scale of the kept results (default %(default)s)", default="paper"))
+    verb("list", cmd_list, (["-v", "--verbose"], {"action": "store_true", "help": "every entry with its parameters, "
+                                                   "defaults and summary, as markdown (docs/methods.md)"}))
     return p
 
 
