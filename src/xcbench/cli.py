@@ -173,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
     def verb(name, fn, *args):
         s = sub.add_parser(name, help=fn.__doc__, description=fn.__doc__)
         s.set_defaults(fn=fn)
-        s.add_argument("--datasets", default=None, help="dataset catalogue (default config/datasets.yaml)")
+        s.add_argument("--datasets", default=None, help="dataset catalogue (default: ./config/datasets.yaml, else the packaged one)")
         for a in args:
             s.add_argument(*a[0], **a[1])
         return s

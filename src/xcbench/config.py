@@ -146,8 +146,15 @@ def normalise_methods(methods: list | dict) -> dict[str, dict]:
     return out
 
 
+def default_catalogue() -> Path:
+    """config/datasets.yaml of the checkout the command runs in (where a user adds datasets), else the
+    catalogue shipped in the package (a wheel install used outside a checkout)."""
+    local = Path("config") / "datasets.yaml"
+    return local if local.is_file() else CATALOGUE
+
+
 def load_datasets(path: str | Path | None = None) -> dict[str, dict]:
-    path = Path(path) if path else CATALOGUE
+    path = Path(path) if path else default_catalogue()
     cat = read_yaml(path)
     validate(cat, "datasets.schema.yaml", path)
     for name, entry in cat.items():
