@@ -53,6 +53,9 @@ def cmd_prepare(args) -> None:
 
 def cmd_features(args) -> None:
     """Extract fixed features (e.g. tf-idf + truncated SVD) from a prepared dataset and cache them."""
+    from xcbench.runtime import configure_process
+
+    configure_process(args.threads)
     from xcbench.data.datasets import load_npz
     from xcbench.io import torch_save
     from xcbench.registry import FEATURES
@@ -193,7 +196,8 @@ def parser() -> argparse.ArgumentParser:
     verb("prepare", cmd_prepare, D, O, opt("--raw", "folder with the fetched raw files (data/raw/<dataset>)", required=True))
     verb("features", cmd_features, D, O, PROC, opt("--extractor", "feature extractor (FEATURES registry, e.g. tfidf_svd)",
                                                    required=True),
-         opt("--dim", "feature dimension (default %(default)s)", type=int, default=512), SEED)
+         opt("--dim", "feature dimension (default %(default)s)", type=int, default=512), SEED,
+         opt("--threads", "torch intra-op threads (default: torch's own)", type=int, default=None))
     verb("train", cmd_train, D, O, EXP, SCALE, opt("--method", "method key of the experiment's `methods:`", required=True),
          SEED, PROC, opt("--features", "cached features, data/features/<dataset>/<extractor><dim>.pt, where the "
                          "experiment uses fixed features", default=None),

@@ -18,6 +18,18 @@ DATA = config["data"]["root"]
 RESULTS = config["results"]
 FIG = config["figures"]
 DEVICE = config["device"]
+# The quick and tiny scales are CPU scales: with `device: auto` their runs stay on the CPU (same numbers on
+# every machine, no GPU queue on a cluster); paper-scale runs take CUDA when present.
+MEM_MB = {"tiny": 2000, "quick": 6000, "paper": 16000}  # measured peaks: paper-cpu runs <= 6.9 GB RSS (table7 Full)
+
+
+def run_device(scale):
+    return "cpu" if DEVICE == "auto" and scale != "paper" else DEVICE
+
+
+def gpus(w):
+    """1 for a job that will use CUDA (Slurm then queues it on a GPU partition), else 0."""
+    return 0 if run_device(w.scale) == "cpu" else 1
 MIRRORS = [a for m in config["data"]["mirrors"] for a in ("--mirror", m)]  # a list: `:q` quotes each item
 NAME = r"[A-Za-z0-9_.-]+"  # dataset, method, paper and artifact names (the schemas enforce it too)
 

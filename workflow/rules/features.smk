@@ -9,6 +9,7 @@ rule features:
     wildcard_constraints:
         extractor="[a-z_]+",
         dim=r"\d+",
+    threads: 1
     params:
         py=PY,
     log:
@@ -17,4 +18,4 @@ rule features:
         ENV
     shell:
         "{params.py:q} -m xcbench features --dataset {wildcards.dataset:q} --processed {input:q} "
-        "--extractor {wildcards.extractor:q} --dim {wildcards.dim:q} --out {output:q} > {log:q} 2>&1"
+        "--extractor {wildcards.extractor:q} --dim {wildcards.dim:q} --threads {threads} --out {output:q} > {log:q} 2>&1"

@@ -17,13 +17,15 @@ rule train:
         py=PY,
         experiment=lambda w: experiment_file(w.paper, w.artifact),
         spec=run_spec_hash,
-        device=DEVICE,
+        device=lambda w: run_device(w.scale),
         features=lambda w, input: ["--features", input.features] if "features" in input.keys() else [],
         out=lambda w, output: str(Path(output.metrics).parent),
     threads: 1
     resources:
-        gpu=1,
+        gpu=gpus,
         gpu_manufacturer="nvidia",
+        mem_mb=lambda w: MEM_MB[w.scale],
+        slurm_partition=lambda w: "gpu" if gpus(w) else "cpu",  # the Slurm profile's partition names
     log:
         "logs/train/{scale}/{paper}/{artifact}/{dataset}/{method}/seed{seed}.log",
     conda:
