@@ -156,6 +156,16 @@ def cmd_rerender(args) -> None:
     print("wrote", figures / "REPORT.md")
 
 
+def cmd_check(args) -> None:
+    """Check every experiment and claims file: names, parameters, methods that run nowhere, stale views and claims."""
+    from xcbench.checks import check_repository
+
+    errs = check_repository(Path(args.experiments), Path(args.claims))
+    if errs:
+        raise ConfigError(f"{len(errs)} problem(s):\n  " + "\n  ".join(errs))
+    print("xcbench check: every experiment, view and claim resolves")
+
+
 def cmd_list(args) -> None:
     """List every registered method by family; -v writes the parameter reference (docs/methods.md)."""
     from xcbench.registry import FAMILIES
@@ -214,6 +224,8 @@ def parser() -> argparse.ArgumentParser:
          opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
     verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper-cpu)", required=True),
          opt("--scale", "scale of the kept results (default %(default)s)", default="paper"))
+    verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
+         opt("--claims", "claims folder (default %(default)s)", default="config/claims"))
     verb("list", cmd_list, (["-v", "--verbose"], {"action": "store_true", "help": "every entry with its parameters, "
                                                    "defaults and summary, as markdown (docs/methods.md)"}))
     return p

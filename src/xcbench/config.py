@@ -12,6 +12,8 @@ task's params are checked by the task class itself (tasks/base.py).
 from __future__ import annotations
 
 import copy
+import functools
+import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -51,9 +53,13 @@ def _leaf(e):
     return e
 
 
+@functools.lru_cache(maxsize=None)
+def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(read_yaml(SCHEMAS / schema_name))
+
+
 def validate(obj: Any, schema_name: str, source: str | Path) -> None:
-    schema = read_yaml(SCHEMAS / schema_name)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(schema_name)
     errors = sorted((_leaf(e) for e in validator.iter_errors(obj)), key=lambda e: list(e.absolute_path))
     real = [e for e in errors if e.validator != "unevaluatedProperties"]
     # a failing `settings` reference leaves its keys "unevaluated": that follow-on error says nothing new
@@ -98,16 +104,30 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
                 base.pop(key, None)
                 for sc in base.get("scales", {}).values():
                     sc.pop(key, None)
-        exp = deep_merge(base, exp)
+        exp = _layer(base, exp)
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
         only = exp.pop("methods", None)  # a list: render only these of the owner's runs
-        if "scales" in exp:  # e.g. the owner's datasets of one scale narrowed to a column: merged onto the owner's
-            exp["scales"] = deep_merge(owner.get("scales", {}), exp["scales"])
-        exp = {**owner, **exp}
+        view = {k: v for k, v in exp.items() if k in ("datasets",)}  # what a view may narrow, at every scale
+        scales = {s: deep_merge(deep_merge(sc, view), exp.get("scales", {}).get(s, {}))
+                  for s, sc in owner.get("scales", {}).items()}
+        scales.update({s: sc for s, sc in exp.get("scales", {}).items() if s not in scales})
+        exp = {**owner, **exp, **({"scales": scales} if scales else {})}
         if only is not None:  # applied after the scale's own `only_methods` (a view of the runs that scale has)
             exp["view_methods"] = list(only)
     return exp
+
+
+def _layer(parent: dict, child: dict) -> dict:
+    """`extends`: the precedence parent < parent's scale block < child < child's scale block. The child's
+    base settings are copied into each of the parent's scale blocks, so that resolving a scale (base <
+    scale) never lets a parent's scale block override what the child's file says."""
+    base = {k: v for k, v in child.items() if k != "scales"}
+    scales = {s: deep_merge(deep_merge(sc, base), child.get("scales", {}).get(s, {}))
+              for s, sc in parent.get("scales", {}).items()}
+    scales.update({s: sc for s, sc in child.get("scales", {}).items() if s not in scales})
+    out = deep_merge({k: v for k, v in parent.items() if k != "scales"}, base)
+    return {**out, **({"scales": scales} if scales else {})}
 
 
 def resolve_experiment(exp: dict, scale: str) -> dict:
@@ -115,7 +135,15 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {SCALES}, got {scale!r}")
     base = {k: v for k, v in exp.items() if k != "scales"}
-    out = deep_merge(base, exp.get("scales", {}).get(scale, {}))
+    over = exp.get("scales", {}).get(scale, {})
+    known = base.get("methods", {})
+    for m, spec in (over.get("methods") or {}).items() if isinstance(over.get("methods"), dict) else ():
+        if isinstance(known, dict) and m not in known and not (spec or {}).get("head"):
+            near = difflib.get_close_matches(m, list(known), n=3)
+            raise ConfigError(f"{exp.get('paper')}/{exp.get('artifact')}: scales.{scale}.methods.{m}: no method {m!r} "
+                              f"in this experiment" + (f" (did you mean {', '.join(near)}?)" if near else "") +
+                              "; a scale may only override methods defined above it, or define a new one with `head:`")
+    out = deep_merge(base, over)
     if "task" in out:
         out["task"].setdefault("params", {})
     out["scale"] = scale

@@ -59,6 +59,9 @@ def write_yaml(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser: 10x faster, same results
+
+
 class YAMLSyntaxError(ValueError):
     """A YAML file that does not parse: names the file and line."""
 
@@ -66,7 +69,7 @@ class YAMLSyntaxError(ValueError):
 def read_yaml(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
         try:
-            return yaml.safe_load(f)
+            return yaml.load(f, Loader=SAFE_LOADER)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

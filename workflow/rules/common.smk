@@ -6,6 +6,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment, run_spec, spec_hash
+from xcbench.checks import check_experiment
 from xcbench.io import write_yaml
 from xcbench.reporting.collect import expected_runs, run_location
 
@@ -39,7 +40,10 @@ def experiment_file(paper, artifact):
 
 
 def experiment(paper, artifact, scale=SCALE):
-    return resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
+    """One experiment at a scale, its names and parameters checked against the registries (checks.py)."""
+    exp = resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
+    check_experiment(exp, experiment_file(paper, artifact))
+    return exp
 
 
 def artifacts_of(paper):

@@ -3,8 +3,9 @@
 `config/claims/<paper>.yaml` lists claims of the form  left OP factor * right + offset, where each side is
 {method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
-number (as text, from the source), ours and a verdict: held / not held / not run (results missing) /
-not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale); a
+number (as text, from the source), ours and a verdict: held / not held (", partial: no run of ..." when
+a side's runs are only partly there: evaluated over those present) / not run (results missing) /
+no data (every run is there and none reports the metric: a misspelt metric) / not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
@@ -30,18 +31,21 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 REDUCE = {"min": min, "max": max}
 
 
-def _side(side: dict, recs: list[dict], dataset: str) -> float | None:
+def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = None) -> float | None:
     """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
-    several runs (e.g. 'below every static sampler' = below their minimum); None if any is missing."""
+    several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
+    the absent ones are appended to `missing` (the row is then `partial`); None if none is there."""
     if "value" in side:
         return float(side["value"])
     vals = []
     for m in side.get("methods", [side.get("method")]):
         a = aggregate(recs, side.get("dataset", dataset), m, side["metric"])
         if a is None:
-            return None
+            if missing is not None:
+                missing.append(m)
+            continue
         vals.append(a["mean"])
-    return REDUCE[side.get("reduce", "min")](vals)
+    return REDUCE[side.get("reduce", "min")](vals) if vals else None
 
 
 def _describe(side: dict, exp: dict) -> str:
@@ -57,7 +61,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
     rows = []
     datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
     for d in datasets:
-        lv, rv = _side(c["left"], recs, d), _side(c["right"], recs, d)
+        missing: list[str] = []
+        lv, rv = _side(c["left"], recs, d, missing), _side(c["right"], recs, d, missing)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
         used = [m for side in (c["left"], c["right"]) if "value" not in side
                 for m in side.get("methods", [side.get("method")])]
@@ -72,6 +77,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             verdict, ours = "not run", "–"
         else:
             verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
+            if missing:  # evaluated over the runs present: say which are absent
+                verdict = f"{verdict}, partial: no run of {', '.join(missing)}"
             ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
                     + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
         rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
@@ -104,6 +111,11 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
 KINDS = {"compare": _compare_rows, "across": _across_rows}
 
 
+def _metrics(c: dict) -> str:
+    sides = [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
+    return " / ".join(sorted({f"'{s['metric']}'" for s in sides if "metric" in s}))
+
+
 def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> dict:
     why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
     return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
@@ -131,6 +143,8 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             continue
         exp, recs = load(c["artifact"])
         new = KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
+        if not new:  # every run is there and none reports the metric: a misspelt metric must not vanish
+            new = [_row(c, "all", "–", f"no data: no run reports {_metrics(c)}", scale, "")]
         rows += [r for r in new if only is None or r["verdict"] not in ("not run", "not at this scale")]
     return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows,
             "kept": only is not None}

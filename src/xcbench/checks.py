@@ -1,0 +1,148 @@
+"""Static checks of experiment files, run when the DAG is built (workflow/rules/common.smk) and by
+`xcbench check`: a misspelt parameter fails before any job starts, with the file, the key path and the
+keys the registered class accepts.
+
+Checked for every method of an experiment at one scale (and every dataset's `per_dataset` override):
+- `head` is a registered head; `params` keys are arguments of its constructor (the class's own
+  signature, or its parents' where it forwards **kwargs);
+- the nested choices a head takes by name and their params: `sampler` / `sampler_params`
+  (SAMPLERS), `selector` / `selector_params` (SELECTORS), `dual` / `dual_params` (DUALS);
+- the model config's keys (encoder, encoders, tie_embeddings) and every encoder's params (ENCODERS);
+- the train config's optimizer (OPTIMIZERS) and schedule (SCHEDULES) names.
+Probe tasks that train nothing (timings, statistics, kernel fits) are left to the task itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from pathlib import Path
+
+from xcbench.config import ConfigError, method_config, task_config
+from xcbench.registry import (DUALS, ENCODERS, HEADS, OPTIMIZERS, SAMPLERS, SCHEDULES, SELECTORS, TASKS,
+                              UnknownNameError)
+
+FRAMEWORK = {"self", "in_dim", "n_classes", "gen"}
+NESTED = {"sampler": (SAMPLERS, "sampler_params"), "selector": (SELECTORS, "selector_params"),
+          "dual": (DUALS, "dual_params")}
+MODEL_KEYS = {"encoder", "encoders", "tie_embeddings"}
+
+
+def accepted(cls) -> set[str] | None:
+    """Keyword arguments a registered class takes (None: anything, a **kwargs it does not forward)."""
+    names: set[str] = set()
+    for klass in (cls.__mro__ if isinstance(cls, type) else (cls,)):
+        init = klass.__init__ if isinstance(klass, type) else klass
+        if isinstance(klass, type) and "__init__" not in klass.__dict__:
+            continue
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return None
+        names |= {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            return names - FRAMEWORK
+    return None
+
+
+def _unknown(where: str, given: dict, cls, what: str) -> list[str]:
+    ok = accepted(cls)
+    if ok is None:
+        return []
+    out = []
+    for k in given:
+        if k not in ok:
+            near = [o for o in sorted(ok) if o.lower() == k.lower()] or difflib.get_close_matches(k, sorted(ok), n=2)
+            out.append(f"{where}.{k}: not a parameter of {what}" + (f" (did you mean {', '.join(near)}?)" if near else "")
+                       + f"; it takes {', '.join(sorted(ok)) or 'none'}")
+    return out
+
+
+def _lookup(where: str, registry, name: str) -> tuple[object | None, list[str]]:
+    try:
+        return registry.get(name), []
+    except UnknownNameError as e:
+        return None, [f"{where}: {e}"]
+
+
+def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
+    head, errs = _lookup(f"{where}.head", HEADS, spec["head"])
+    params = spec.get("params") or {}
+    if head is not None:
+        errs += _unknown(f"{where}.params", params, head, f"head {spec['head']!r}")
+    for key, (registry, sub) in NESTED.items():
+        if key in params:
+            cls, e = _lookup(f"{where}.params.{key}", registry, params[key])
+            errs += e
+            if cls is not None:
+                errs += _unknown(f"{where}.params.{sub}", params.get(sub) or {}, cls, f"{key} {params[key]!r}")
+    errs += [f"{where}.model.{k}: unknown model key; known: {', '.join(sorted(MODEL_KEYS))}" for k in model
+             if k not in MODEL_KEYS]
+    encoders = dict(model.get("encoders") or {})
+    if isinstance(model.get("encoder"), dict):
+        encoders["encoder"] = model["encoder"]
+    for name, enc in encoders.items():
+        cls, e = _lookup(f"{where}.model.encoders.{name}.name", ENCODERS, enc.get("name", "identity"))
+        errs += e
+        if cls is not None:
+            errs += _unknown(f"{where}.model.encoders.{name}", {k: v for k, v in enc.items() if k != "name"}, cls,
+                             f"encoder {enc.get('name')!r}")
+    for key, registry in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES)):
+        if key in train:
+            errs += _lookup(f"{where}.train.{key}", registry, train[key])[1]
+    return errs
+
+
+def check_experiment(exp: dict, source: str) -> None:
+    """Raise ConfigError listing every unknown name or parameter of a resolved experiment's runs."""
+    errs: list[str] = []
+    for d in exp.get("datasets", []):
+        if not TASKS.get(task_config(exp, d)[0]).trains:  # probes (timings, statistics) read `head` their own way
+            continue
+        for m in exp.get("methods", {}):
+            spec, train, model = method_config(exp, d, m)
+            errs += [e for e in check_method(spec, train, model, f"methods.{m}") if e not in errs]
+    if errs:
+        raise ConfigError(f"{source} (scale {exp.get('scale')}):\n  " + "\n  ".join(errs))
+
+
+def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
+    """`xcbench check`: every experiment at every scale (names, parameters), a method that runs at no
+    scale, a view whose datasets its owner does not run, and claims that name an unknown artifact or
+    method. Returns the problems found (empty: all good)."""
+    from xcbench.config import SCALES, load_experiment, normalise_methods, resolve_experiment
+    from xcbench.io import read_yaml
+
+    errs: list[str] = []
+    exps: dict[tuple[str, str], dict[str, dict]] = {}
+    for f in sorted(experiments.glob("*/*.yaml")):
+        raw = load_experiment(f)
+        for scale in SCALES:
+            try:
+                exp = resolve_experiment(raw, scale)
+                check_experiment(exp, str(f))
+            except ConfigError as e:
+                errs.append(str(e))
+                continue
+            exps.setdefault((f.parent.name, f.stem), {})[scale] = exp
+            if "runs_of" in exp:
+                owner = resolve_experiment(load_experiment(f.with_name(f"{exp['runs_of']}.yaml")), scale)
+                extra = sorted(set(exp["datasets"]) - set(owner["datasets"]))
+                if extra:
+                    errs.append(f"{f} (scale {scale}): the view shows datasets {extra} that {exp['runs_of']} does not run")
+        defined = normalise_methods(raw.get("methods", {})) if "runs_of" not in raw else {}
+        ran = {m for exp in exps.get((f.parent.name, f.stem), {}).values() for m in exp["methods"]}
+        for m in sorted(set(defined) - ran):
+            errs.append(f"{f}: method {m!r} runs at no scale (each scale's `only_methods` leaves it out)")
+    for cf in sorted(claims_dir.glob("*.yaml")):
+        for c in read_yaml(cf)["claims"]:
+            runs = exps.get((cf.stem, c["artifact"]))
+            if runs is None:
+                errs.append(f"{cf}: claim {c['id']}: no artifact {c['artifact']!r} in {experiments / cf.stem}")
+                continue
+            sides = [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
+            names = {m for s in sides for m in s.get("methods", [s.get("method")]) if m}
+            known = {m for exp in runs.values() for m in exp["methods"]}
+            for m in sorted(names - known):
+                errs.append(f"{cf}: claim {c['id']}: method {m!r} is not a run of {c['artifact']} at any scale")
+    return errs

@@ -1,0 +1,88 @@
+"""The run-spec layer: precedence a newcomer can predict, and every formerly silent config mistake an error."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from xcbench.checks import check_experiment, check_repository
+from xcbench.config import ConfigError, load_experiment, resolve_experiment
+from xcbench.io import write_yaml
+
+BASE = {"paper": "p", "title": "t", "task": {"name": "xmc", "params": {}}, "datasets": ["a", "b"], "seeds": [0],
+        "render": {"kind": "table", "renderer": "metric_table"}, "train": {"epochs": 1, "batch_size": 4, "lr": 0.1},
+        "methods": {"m": {"head": "sampled_softmax", "params": {"sampler": "uniform", "m": 5}}}}
+
+
+def _write(tmp_path, name, exp):
+    write_yaml(tmp_path / f"{name}.yaml", {"artifact": name, **exp})
+    return tmp_path / f"{name}.yaml"
+
+
+def test_child_base_setting_beats_the_parents_scale_block(tmp_path):
+    """extends: parent < parent's scale < child < child's scale (the child's own features win at tiny)."""
+    _write(tmp_path, "parent", {**BASE, "features": {"extractor": "tfidf_svd", "dim": 64},
+                                "scales": {"tiny": {"features": {"extractor": "tfidf_svd", "dim": 8}}}})
+    child = _write(tmp_path, "child", {"paper": "p", "title": "c", "extends": "parent",
+                                       "features": {"extractor": "label_svd", "dim": 16}})
+    assert resolve_experiment(load_experiment(child), "tiny")["features"] == {"extractor": "label_svd", "dim": 16}
+    assert resolve_experiment(load_experiment(tmp_path / "parent.yaml"), "tiny")["features"]["dim"] == 8
+
+
+def test_view_narrows_datasets_at_every_scale(tmp_path):
+    _write(tmp_path, "owner", {**BASE, "scales": {"quick": {"datasets": ["a", "b"]}}})
+    view = _write(tmp_path, "view", {"paper": "p", "title": "v", "runs_of": "owner", "datasets": ["a"],
+                                     "render": {"kind": "figure", "renderer": "curves"}})
+    assert resolve_experiment(load_experiment(view), "quick")["datasets"] == ["a"]
+
+
+def test_typo_in_a_scale_method_is_an_error_not_a_new_run(tmp_path):
+    methods = {"lstm_rff": {"head": "sampled_softmax", "params": {"sampler": "rff"}}}
+    f = _write(tmp_path, "t", {**BASE, "methods": methods, "scales": {"quick": {"methods": {"lstm_rf": {"params": {"m": 3}}}}}})
+    with pytest.raises(ConfigError, match=r"scales.quick.methods.lstm_rf: no method 'lstm_rf'.*did you mean lstm_rff"):
+        resolve_experiment(load_experiment(f), "quick")
+
+
+@pytest.mark.parametrize("method,match", [
+    ({"head": "sampled_softmax", "params": {"samplr": "uniform"}}, r"methods.m.params.samplr: .*did you mean sampler"),
+    ({"head": "sampled_softmax", "params": {"sampler": "midx_rq", "sampler_params": {"k": 8}}},
+     r"params.sampler_params.k: not a parameter of sampler 'midx_rq'.*did you mean K"),
+    ({"head": "sampled_softmax", "params": {"sampler": "uniforn"}}, r"unknown sampler 'uniforn'"),
+    ({"head": "sampled_softmax", "model": {"tie_embedding": True}}, r"model.tie_embedding: unknown model key"),
+    ({"head": "sampled_softmax", "model": {"encoder": {"name": "mlp", "hiden": 8}}}, r"hiden: not a parameter of encoder"),
+    ({"head": "softmax_full"}, r"unknown head 'softmax_full'"),
+])
+def test_misspelt_names_and_params_fail_when_the_dag_is_built(tmp_path, method, match):
+    f = _write(tmp_path, "t", {**BASE, "methods": {"m": method}})
+    with pytest.raises(ConfigError, match=match):
+        check_experiment(resolve_experiment(load_experiment(f), "quick"), str(f))
+
+
+def _repo_copy(tmp_path):
+    for d in ("experiments", "claims"):
+        shutil.copytree(REPO / "config" / d, tmp_path / d)
+    return tmp_path / "experiments", tmp_path / "claims"
+
+
+def test_xcbench_check_passes_on_the_repository():
+    r = subprocess.run([sys.executable, "-m", "xcbench", "check"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_xcbench_check_finds_methods_run_nowhere_stale_views_and_claims(tmp_path):
+    exps, claims = _repo_copy(tmp_path)
+    f = exps / "midx" / "fig7a.yaml"
+    f.write_text(f.read_text().replace("only_methods: [uniform_m5, uniform_m100, rq_m5, rq_m100]",
+                                       "only_methods: [uniform_m5]"))  # pq_m5 etc. still run at paper: not an error
+    text = (exps / "midx" / "fig7a.yaml").read_text()
+    (exps / "midx" / "fig7a.yaml").write_text(text.replace("scales:\n", "scales:\n  paper: {only_methods: [uniform_m5]}\n", 1))
+    v = exps / "midx" / "fig5.yaml"
+    v.write_text(v.read_text().replace("datasets: [ptb]", "datasets: [ptb, wikitext-3]"))
+    c = claims / "midx.yaml"
+    c.write_text(c.read_text().replace("right: {method: lstm_midx_pq, metric: ppl}", "right: {method: lstm_midx_pqq, metric: ppl}", 1))
+    errs = "\n".join(check_repository(exps, claims))
+    assert "method 'rq_m10' runs at no scale" in errs
+    assert "does not run" in errs and "wikitext-3" in errs
+    assert "method 'lstm_midx_pqq' is not a run of table4" in errs
