@@ -110,7 +110,7 @@ def test_every_same_run_names_an_identical_run():
     from xcbench.reporting.collect import expected_runs
     from xcbench.train import method_config
 
-    shown = ("label", "x", "series", "same_run", "datasets")
+    shown = ("label", "x", "series", "same_run", "datasets", "tags")
     for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
         for scale in ("tiny", "quick", "paper"):
             exp = resolve_experiment(load_experiment(f), scale)

@@ -171,3 +171,25 @@ def test_claims_are_evaluated_on_the_runs_present_and_never_vanish(tmp_path):
         assert [r["id"] for r in rows] == ["below_all", "typo"]
         assert rows[0]["verdict"] == "not held, partial: no run of b_x" and rows[0]["ours"] == "10 < 9"
         assert rows[1]["verdict"].startswith("no data") and "'pll'" in rows[1]["verdict"]
+
+
+def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
+    """`tagged: static` selects every method carrying that tag: adding a method with `tags: [static]`
+    to the experiment is all it takes to enter 'below every static sampler'."""
+    exp = {k: v for k, v in EXP.items() if k != "scale"}
+    exp["render"] = {"kind": "table", "renderer": "metric_table"}
+    exp["methods"] = {**exp["methods"], "a_y": {"label": "Y", "head": "h", "tags": ["static"]}}
+    claims = {"paper": "p", "claims": [
+        {"id": "below_static", "text": "X below every static sampler", "artifact": "t",
+         "left": {"method": "a_x", "metric": "ppl"}, "op": "<",
+         "right": {"tagged": "static", "encoder": "A", "reduce": "min", "metric": "ppl"}}]}
+    write_yaml(tmp_path / "c.yaml", claims)
+    res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 20.0}, ("d", "a_z"): {"ppl": 5.0},
+                                   ("d", "b_x"): {"ppl": 1.0}})
+    write_yaml(tmp_path / "exps" / "t.yaml", exp)
+    assert evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]["verdict"] == "held"
+    exp["methods"]["a_z"] = {"label": "Z", "head": "h", "tags": ["static"]}  # one YAML entry: now in the claim
+    exp["methods"]["b_x"]["tags"] = ["static"]  # another encoder: not in an `encoder: A` side
+    write_yaml(tmp_path / "exps" / "t.yaml", exp)
+    row = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]
+    assert row["verdict"] == "not held" and row["ours"] == "10 < 5"

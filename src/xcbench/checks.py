@@ -112,6 +112,7 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
     method. Returns the problems found (empty: all good)."""
     from xcbench.config import SCALES, load_experiment, normalise_methods, resolve_experiment
     from xcbench.io import read_yaml
+    from xcbench.reporting.claims import side_methods
 
     errs: list[str] = []
     exps: dict[tuple[str, str], dict[str, dict]] = {}
@@ -141,8 +142,13 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
                 errs.append(f"{cf}: claim {c['id']}: no artifact {c['artifact']!r} in {experiments / cf.stem}")
                 continue
             sides = [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
-            names = {m for s in sides for m in s.get("methods", [s.get("method")]) if m}
+            sides = [s for s in sides if "value" not in s]
+            names = {m for s in sides if "tagged" not in s for m in side_methods(s, {"methods": {}})}
             known = {m for exp in runs.values() for m in exp["methods"]}
             for m in sorted(names - known):
                 errs.append(f"{cf}: claim {c['id']}: method {m!r} is not a run of {c['artifact']} at any scale")
+            for s in sides:
+                if "tagged" in s and not any(side_methods(s, exp) for exp in runs.values()):
+                    errs.append(f"{cf}: claim {c['id']}: no method of {c['artifact']} is tagged {s['tagged']!r}"
+                                + (f" with encoder {s['encoder']!r}" if "encoder" in s else ""))
     return errs

@@ -31,14 +31,28 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 REDUCE = {"min": min, "max": max}
 
 
-def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = None) -> float | None:
+def side_methods(side: dict, exp: dict) -> list[str]:
+    """The methods a side names: `method`, `methods`, or every method `tagged` so (of one `encoder`)."""
+    if "tagged" in side:
+        return [m for m, spec in exp["methods"].items() if side["tagged"] in spec.get("tags", [])
+                and ("encoder" not in side or method_encoder(exp, m) == side["encoder"])]
+    return list(side.get("methods", [side.get("method")]))
+
+
+def method_encoder(exp: dict, method: str) -> str | None:
+    enc = (exp["methods"][method].get("model") or {}).get("encoder", exp.get("model", {}).get("encoder"))
+    return enc if isinstance(enc, str) else (enc or {}).get("name")
+
+
+def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = None, exp: dict | None = None
+          ) -> float | None:
     """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
     several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
     the absent ones are appended to `missing` (the row is then `partial`); None if none is there."""
     if "value" in side:
         return float(side["value"])
     vals = []
-    for m in side.get("methods", [side.get("method")]):
+    for m in side_methods(side, exp or {"methods": {}}):
         a = aggregate(recs, side.get("dataset", dataset), m, side["metric"])
         if a is None:
             if missing is not None:
@@ -51,8 +65,8 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
 def _describe(side: dict, exp: dict) -> str:
     if "value" in side:
         return str(side["value"])
-    labels = [method_label(exp, m) if m in exp["methods"] else m for m in side.get("methods", [side.get("method")])]
-    who = labels[0] if len(labels) == 1 else f"{side.get('reduce', 'min')}({', '.join(labels)})"
+    labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
+    who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
@@ -62,10 +76,9 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
     datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
     for d in datasets:
         missing: list[str] = []
-        lv, rv = _side(c["left"], recs, d, missing), _side(c["right"], recs, d, missing)
+        lv, rv = _side(c["left"], recs, d, missing, exp), _side(c["right"], recs, d, missing, exp)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-        used = [m for side in (c["left"], c["right"]) if "value" not in side
-                for m in side.get("methods", [side.get("method")])]
+        used = [m for side in (c["left"], c["right"]) if "value" not in side for m in side_methods(side, exp)]
         if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
             continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
         if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
@@ -98,7 +111,7 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
         return [_row(c, "all", "–", "not at this scale", scale, check)]
     g, w = {}, {}
     for d in exp["datasets"]:
-        lv, rv = _side(gain["left"], recs, d), _side(gain["right"], recs, d)
+        lv, rv = _side(gain["left"], recs, d, exp=exp), _side(gain["right"], recs, d, exp=exp)
         wv = _side({"method": where["method"], "metric": where["metric"]}, ref[1], d)
         if lv is None or rv is None or wv is None:
             return [_row(c, "all", "–", "not run", scale, check)]
