@@ -86,3 +86,21 @@ def test_xcbench_check_finds_methods_run_nowhere_stale_views_and_claims(tmp_path
     assert "method 'rq_m10' runs at no scale" in errs
     assert "does not run" in errs and "wikitext-3" in errs
     assert "method 'lstm_midx_pqq' is not a run of table4" in errs
+
+
+def test_explain_names_the_file_and_line_of_every_setting(tmp_path):
+    from xcbench.explain import explain
+    (tmp_path / "parent.yaml").write_text(
+        "paper: p\nartifact: parent\ntitle: t\ntask: {name: xmc, params: {}}\ndatasets: [a, b]\nseeds: [0]\n"
+        "render: {kind: table, renderer: metric_table}\n"
+        "train: {epochs: 1, batch_size: 4, lr: 0.1}\n"
+        "methods:\n  m: {head: sampled_softmax, params: {m: 5}}\n"
+        "scales:\n  quick:\n    train: {lr: 0.2}\n")
+    (tmp_path / "child.yaml").write_text(
+        "paper: p\nartifact: child\ntitle: c\nextends: parent\n"
+        "per_dataset:\n  b: {train: {batch_size: 8}}\n")
+    out = explain(tmp_path / "child.yaml", "quick", "b", "m")
+    assert f"train.lr = 0.2    # {tmp_path / 'parent.yaml'}:13 (scales.quick.train.lr)" in out
+    assert f"train.batch_size = 8    # {tmp_path / 'child.yaml'}:6 (per_dataset.b.train.batch_size)" in out
+    assert f"head_params.m = 5    # {tmp_path / 'parent.yaml'}:10 (methods.m.params.m)" in out
+    assert "train.epochs = 1    # " + str(tmp_path / "parent.yaml") + ":8 (train.epochs)" in out

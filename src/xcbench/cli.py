@@ -156,6 +156,13 @@ def cmd_rerender(args) -> None:
     print("wrote", figures / "REPORT.md")
 
 
+def cmd_explain(args) -> None:
+    """Print a run's resolved settings and the file and line that set each value."""
+    from xcbench.explain import explain
+
+    print(explain(args.experiment, args.scale, args.dataset, args.method, args.seed), end="")
+
+
 def cmd_check(args) -> None:
     """Check every experiment and claims file: names, parameters, methods that run nowhere, stale views and claims."""
     from xcbench.checks import check_repository
@@ -224,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
          opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
     verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper-cpu)", required=True),
          opt("--scale", "scale of the kept results (default %(default)s)", default="paper"))
+    verb("explain", cmd_explain, EXP, SCALE, D, opt("--method", "method key of the experiment", required=True), SEED)
     verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
          opt("--claims", "claims folder (default %(default)s)", default="config/claims"))
     verb("list", cmd_list, (["-v", "--verbose"], {"action": "store_true", "help": "every entry with its parameters, "

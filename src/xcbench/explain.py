@@ -1,0 +1,76 @@
+"""`xcbench explain`: a run's resolved settings (the run spec that trains it, config.run_spec) and, for
+every value, the file and line that set it.
+
+The resolver's precedence (config.py) is walked backwards: for a key of the spec, the places it can
+be written are listed in precedence order (experiment level < `per_dataset.<d>` < `methods.<m>` <
+`per_dataset.<d>.methods.<m>`; within each level, each file of the `extends`/`runs_of` chain from the
+root, its base block before its `scales.<scale>` block), and the last place present in the YAML wins.
+A value written nowhere is the resolver's (dataset, seed, version) or the class's default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from xcbench.config import load_experiment, resolve_experiment, run_spec
+
+SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first
+    "head": [("methods", "{m}", "head")],
+    "head_params": [("methods", "{m}", "params"), ("per_dataset", "{d}", "methods", "{m}", "params")],
+    "train": [("train",), ("per_dataset", "{d}", "train"), ("methods", "{m}", "train"),
+              ("per_dataset", "{d}", "methods", "{m}", "train")],
+    "model": [("model",), ("per_dataset", "{d}", "model"), ("methods", "{m}", "model"),
+              ("per_dataset", "{d}", "methods", "{m}", "model")],
+    "task": [("task",), ("per_dataset", "{d}", "task")],
+    "features": [("features",)],
+}
+
+
+def _chain(path: Path) -> list[Path]:
+    """The files an experiment is built from, the root first."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    parent = raw.get("extends") or raw.get("runs_of")
+    return (_chain(path.with_name(f"{parent}.yaml")) if parent else []) + [path]
+
+
+def _find(node, keys: tuple) -> yaml.Node | None:
+    for k in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for kn, v in node.value if kn.value == k), None)
+        if node is None:
+            return None
+    return node
+
+
+def _leaves(d: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out += _leaves(v, prefix + (k,))
+        else:
+            out.append((prefix + (k,), v))
+    return out
+
+
+def explain(path: str | Path, scale: str, dataset: str, method: str, seed: int = 0) -> str:
+    path = Path(path)
+    spec = run_spec(resolve_experiment(load_experiment(path), scale), dataset, method, seed)
+    docs = [(f, yaml.compose(f.read_text(encoding="utf-8"))) for f in _chain(path)]
+    lines = [f"# run spec of {method} on {dataset}, seed {seed}, scale {scale} ({path})", ""]
+    for key, value in _leaves(spec):
+        where = "resolver / class default"
+        section, rest = key[0], key[1:]
+        if key == ("task", "name") or section not in SECTIONS:
+            rest = rest if section in SECTIONS else ()
+        for pattern in SECTIONS.get(section, []):
+            base = tuple(p.format(d=dataset, m=method) for p in pattern)
+            for f, doc in docs:
+                for layer in ((), ("scales", scale)):
+                    node = _find(doc, layer + base + rest)
+                    if node is not None:
+                        where = f"{f}:{node.start_mark.line + 1} ({'.'.join(layer + base + rest)})"
+        lines.append(f"{'.'.join(map(str, key))} = {value!r}    # {where}")
+    return "\n".join(lines) + "\n"
