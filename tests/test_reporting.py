@@ -190,3 +190,24 @@ def test_kept_tree_renders_only_the_runs_it_holds(results):
     exp = with_runs_only(EXP, recs)
     assert exp["datasets"] == ["d1"] and list(exp["methods"]) == ["m1"] and "kept results tree" in exp["notes"]
     assert with_runs_only(EXP, collect(results, EXP)) is EXP  # every dataset and method has a run
+
+
+def test_captions_describe_the_settings_runs_had_and_their_status(tmp_path):
+    """A kept tree re-renders with its runs' own config.resolved.yaml (lr 0.5 there, 0.1 in today's file),
+    and the caption names the runs cut short and stopped early."""
+    from xcbench.io import write_json, write_yaml
+    from xcbench.reporting.captions import footer
+    from xcbench.reporting.collect import collect
+    exp = {"paper": "p", "artifact": "t", "title": "T", "scale": "paper", "datasets": ["d"], "seeds": [0],
+           "task": {"name": "xmc", "params": {}}, "train": {"epochs": 10, "batch_size": 4, "lr": 0.1},
+           "methods": {"a": {"label": "A", "head": "full_softmax"}, "b": {"label": "B", "head": "full_softmax"},
+                       "c": {"label": "C", "head": "full_softmax"}}}
+    for m, extra in (("a", {"cut_short_after_epoch": 3, "epochs": 3}), ("b", {"epochs": 6}), ("c", {"epochs": 10})):
+        run = tmp_path / "paper" / "p" / "t" / "d" / m / "seed0"
+        write_json(run / "metrics.json", {"metrics": {"P@1": 0.5}, **extra})
+        write_yaml(run / "config.resolved.yaml", {"head": "full_softmax", "head_params": {},
+                                                  "train": {"epochs": 10, "batch_size": 4, "lr": 0.5}, "model": {}})
+    foot = footer(exp, {}, collect(tmp_path, exp))
+    assert "lr 0.5" in foot and "lr 0.1" not in foot
+    assert "Cut short by the time limit (tested at the best epoch so far): A after epoch 3 of 10." in foot
+    assert "Stopped early (no validation improvement): B at epoch 6 of 10." in foot and "C at" not in foot

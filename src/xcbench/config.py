@@ -144,6 +144,8 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
                               f"in this experiment" + (f" (did you mean {', '.join(near)}?)" if near else "") +
                               "; a scale may only override methods defined above it, or define a new one with `head:`")
     out = deep_merge(base, over)
+    if base.get("notes") and over.get("notes"):  # a scale's notes add to the shared ones (what only that scale does)
+        out["notes"] = f"{base['notes'].strip()} {over['notes'].strip()}"
     if "task" in out:
         out["task"].setdefault("params", {})
     out["scale"] = scale

@@ -1,7 +1,8 @@
 """Caption and footer text for every table and figure: title, scale, data substitutions, seeds, and
 the setup of the runs shown, every number read from the runs' resolved configuration
-(`train.method_config`: experiment, per-dataset and per-method settings merged), never restated by
-hand. A setting shared by every run is stated once; one that differs is stated per group of runs
+as each run recorded it in its config.resolved.yaml (a kept tree re-renders with the settings its runs had;
+a run without one falls back to `config.method_config` of today's file), never restated by hand; runs cut
+short or stopped early are named. A setting shared by every run is stated once; one that differs is stated per group of runs
 ("Delicious: ...", "Dense + intermediate: ..."). Fixed features are stated only for datasets whose
 raw samples are not feature vectors (FEATURE_FORMATS): dense datasets (synthetic faces) use their
 own vectors. Free-text `notes:` explain; they should not restate settings.
@@ -81,14 +82,41 @@ def _grouped(values: dict[tuple[str, str], str], exp: dict) -> str:
     return "; ".join(f"{pretty(d)} / {method_label(exp, m)}: {v}" for (d, m), v in values.items() if v)
 
 
-def setup(exp: dict, catalogue: dict | None = None) -> str:
-    """The setup of every run of the experiment, from the runs' merged configurations."""
-    from xcbench.train import method_config
+def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None) -> dict:
+    """(spec, train, model) of each shown run: the settings it was trained with, read from its
+    config.resolved.yaml (collect attaches it), else those today's experiment file resolves to."""
+    from xcbench.config import method_config
 
+    own = {(r["dataset"], r["method"]): r["resolved"] for r in recs or [] if r.get("resolved")}
+    out = {}
+    for r in runs:
+        res = own.get(r)
+        out[r] = (({"head": res["head"], "params": res.get("head_params", {})}, res.get("train", {}), res.get("model", {}))
+                  if res else method_config(exp, *r))
+    return out
+
+
+def run_status(exp: dict, recs: list[dict] | None) -> str:
+    """Which shown runs were cut short (a time limit) or stopped early (no improvement), if any."""
+    cut, stopped = [], []
+    for r in recs or []:
+        who = f"{method_label(exp, r['method'])}" + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
+        planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
+        if r.get("cut_short_after_epoch"):
+            cut.append(f"{who} after epoch {r['cut_short_after_epoch']}" + (f" of {planned}" if planned else ""))
+        elif planned and r.get("epochs", planned) < planned:
+            stopped.append(f"{who} at epoch {r['epochs']} of {planned}")
+    parts = ([f"Cut short by the time limit (tested at the best epoch so far): {', '.join(cut)}."] if cut else []) + \
+        ([f"Stopped early (no validation improvement): {', '.join(stopped)}."] if stopped else [])
+    return " ".join(parts)
+
+
+def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = None) -> str:
+    """The setup of every shown run, from the settings it ran with (its config.resolved.yaml)."""
     catalogue = catalogue or {}
     trains = TASKS.get(exp["task"]["name"]).trains
     runs = list(dict.fromkeys((d, m) for d, m, _ in expected_runs(exp)))
-    cfg = {r: method_config(exp, *r) for r in runs}
+    cfg = _run_configs(exp, runs, recs)
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
              _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else "",
@@ -97,8 +125,9 @@ def setup(exp: dict, catalogue: dict | None = None) -> str:
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
 
 
-def footer(exp: dict, catalogue: dict) -> str:
-    parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue)]
+def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
+    parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue, recs),
+             run_status(exp, recs)]
     subs = substitutions(exp, catalogue)
     if subs:
         parts.append("Substitutions: " + "; ".join(subs) + ".")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from xcbench.io import read_json
+from xcbench.io import read_json, read_yaml
 
 
 def run_location(exp: dict, method: str) -> tuple[str, str]:
@@ -38,7 +38,11 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
     for d, m, s in expected_runs(exp):
         p = run_dir(results, exp, d, m, s) / "metrics.json"
         if p.exists():
-            out.append({**read_json(p), "dataset": d, "method": m, "seed": s})  # the name this experiment gives it
+            rec = {**read_json(p), "dataset": d, "method": m, "seed": s}  # the name this experiment gives it
+            cfg = p.with_name("config.resolved.yaml")
+            if cfg.exists():  # the settings the run was trained with (captions describe these, not today's file)
+                rec["resolved"] = {k: v for k, v in (read_yaml(cfg) or {}).items() if k != "experiment"}
+            out.append(rec)
     return out
 
 

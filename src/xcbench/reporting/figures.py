@@ -55,7 +55,7 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             ax.set_ylim(top=clip * max(starts))
         ax.set_ylabel(ylabel)
     axes[0][0].legend(frameon=False)
-    foot = footer(exp, catalogue)
+    foot = footer(exp, catalogue, recs)
     fig.suptitle(exp.get("title", exp["artifact"]), fontsize=9)
     paths = style.save(fig, out)
     return paths + figure_pages(out, exp.get("title", exp["artifact"]), foot)
@@ -86,7 +86,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
             ax.set_ylabel(g["label"])
             ax.xaxis.set_major_locator(_integer_ticks())
             ax.legend(frameon=False, fontsize=7)
-    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
     table = "| dataset | curve | per epoch |\n|---|---|---|\n" + "\n".join(rows) + "\n"

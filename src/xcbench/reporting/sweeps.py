@@ -40,7 +40,8 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]]) -
 def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     opts = exp["render"]
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
-    panels = sweep_points(exp, collect(results, exp), groups)
+    recs = collect(results, exp)
+    panels = sweep_points(exp, recs, groups)
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
@@ -58,7 +59,7 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             ax.set_title(pretty(datasets[0]))
         if lines:
             ax.legend(frameon=False, fontsize=7)
-    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
     rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"

@@ -185,7 +185,7 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     inline, published = literature_rows(opts.get("literature", []), exp["datasets"], specs,
                                         tuple(g for g, _ in groups))
     rows += inline
-    caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue)
+    caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     if rel:
         foot = f"Values relative to {method_label(exp, rel)} on the same dataset (1.00 = equal). " + foot
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot, published))

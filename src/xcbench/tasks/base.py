@@ -28,6 +28,7 @@ class Param(NamedTuple):
     type: type
     default: Any
     help: str
+    choices: tuple | None = None  # the allowed values, where the param names an option
 
 
 def _check(name: str, p: Param, v: Any, source: str) -> Any:
@@ -38,6 +39,8 @@ def _check(name: str, p: Param, v: Any, source: str) -> Any:
         ok = True
     if not ok:
         raise ConfigError(f"{source}: task param {name!r} must be {p.type.__name__}, got {v!r} ({p.help})")
+    if p.choices and v not in p.choices:
+        raise ConfigError(f"{source}: task param {name!r} must be one of {p.choices}, got {v!r} ({p.help})")
     return v
 
 

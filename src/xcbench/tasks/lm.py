@@ -35,7 +35,8 @@ class LMTask(Task):
               "train_tokens": Param(int, None, "use only the first N training tokens (None: all)"),
               "eval_tokens": Param(int, None, "evaluate on the first N tokens of valid/test (None: all)"),
               "eval_streams": Param(int, 10, "parallel streams in evaluation (eval_state: carry)"),
-              "eval_state": Param(str, "carry", "carry: state carried over the split; zero: each window from a zero state")}
+              "eval_state": Param(str, "carry", "carry: state carried over the split; zero: each window from a zero state",
+                                  EVAL_STATES)}
     eval_splits = ("val",)
     eval_at_start = True
     probe_size = 32
@@ -46,8 +47,6 @@ class LMTask(Task):
         self.device = device
         self.T = params["bptt"]
         self.streams = params["eval_streams"]
-        if params["eval_state"] not in EVAL_STATES:
-            raise ValueError(f"task lm: eval_state must be one of {EVAL_STATES}, got {params['eval_state']!r}")
         self.eval_state = params["eval_state"]
         cap = lambda a, n: a[:n] if n else a  # noqa: E731
         self.tokens = {"train": torch.from_numpy(cap(arrays["train_tokens"], params["train_tokens"])),
