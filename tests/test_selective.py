@@ -33,6 +33,47 @@ def test_every_selector_keeps_labels_and_returns_sorted_unique_ids(name):
     assert torch.isin(y, S).all() and torch.equal(S, torch.unique(S)) and S.min() >= 0 and S.max() < len(W)
 
 
+# What each registered selector must reach on a planted problem whose answer is known: classes in
+# well-separated clusters, queries on cluster centres, so the exact top-q of W h is the query's
+# cluster. Each entry judges the share of that exact answer in the batch's active set, given
+# the active-set budget k and C; a new selector fails `test_every_selector_against_the_planted_answer` until it has one.
+REFERENCES = {  # name: (constructor params for this problem, judge of the share)
+    "optimal": ({}, lambda ov, k, C: ov == 1.0),                 # it is the definition
+    "random": ({}, lambda ov, k, C: abs(ov - k / C) < 0.1),      # a uniform draw of k classes holds k / C of any set
+    "hf": ({}, lambda ov, k, C: ov >= 0.8),
+    "hf_a": ({}, lambda ov, k, C: ov >= 0.8),
+    "kmeans": ({"clusters": 60}, lambda ov, k, C: ov >= 0.8),    # one k-means cluster per planted one
+    "pca_hash": ({}, lambda ov, k, C: ov >= 0.5),
+}
+
+
+@pytest.mark.parametrize("name", SELECTORS.names())
+def test_every_selector_against_the_planted_answer(name):
+    """60 tight clusters of exactly q = 20 classes on well-separated directions; 16 queries on cluster
+    centres with labels in their cluster: the exact top-q of W h is the query's cluster, and the batch's
+    active set (budget q per query) is judged by how much of the union of those answers it holds."""
+    assert name in REFERENCES, f"add the selector {name!r} to REFERENCES with what it must reach on the planted problem"
+    n_clusters, q, d, B = 60, 20, 16, 16
+    C = n_clusters * q
+    g = torch.Generator().manual_seed(0)
+    cent = F.normalize(torch.randn(n_clusters, d, generator=g), dim=1) * 4
+    lab = torch.arange(C) // q
+    W = cent[lab] + 0.05 * torch.randn(C, d, generator=g)                                   # (C, d)
+    c = torch.randperm(n_clusters, generator=g)[:B]                                         # the queries' clusters
+    h = cent[c] + 0.01 * torch.randn(B, d, generator=g)                                     # (B, d)
+    y = c * q + torch.randint(q, (B,), generator=g)                                         # a label in each cluster
+    want = torch.unique(torch.topk(h @ W.T, q, dim=1).indices)
+    assert torch.equal(want, torch.unique(torch.cat([torch.arange(i * q, (i + 1) * q) for i in c.tolist()])))
+    params, judge = REFERENCES[name]
+    sel = SELECTORS.get(name)(C, **params)
+    sel.bind(W)
+    sel.update(W, torch.Generator().manual_seed(1))
+    S = sel.select(h, y, q * B, torch.Generator().manual_seed(2))
+    assert torch.isin(y, S).all(), f"{name} dropped a label"
+    ov = torch.isin(want, S).float().mean().item()
+    assert judge(ov, q * B, C), f"{name}: the active set holds {ov:.3f} of the exact answer ({len(S)} classes)"
+
+
 def test_optimal_is_torch_topk():
     W, g = clustered()
     sel = SELECTORS.get("optimal")(len(W))
