@@ -30,3 +30,14 @@ def test_head_forward_needs_prepare_and_equals_loss():
         assert "prepare" in str(e)
     head.prepare(torch.ones(7))
     assert torch.allclose(head(h, y), head.loss(h, y, torch.arange(3), torch.Generator()))
+
+
+def test_readme_headline_rows_are_the_kept_trees_claims():
+    """The README's headline region is exactly what `xcbench rerender --readme` writes from the kept
+    reference tree's claims (no hand-typed numbers)."""
+    from xcbench.reporting.report import HEADLINE_END, HEADLINE_START, headlines_markdown
+    text = (REPO / "README.md").read_text()
+    region = text.split(HEADLINE_START, 1)[1].split(HEADLINE_END, 1)[0]
+    kept = sorted((REPO / "reference" / "paper-cpu" / "figures").glob("*/claims.json"))
+    assert region.strip() == headlines_markdown(kept).strip()
+    assert region.count("\n|") >= 2, "no headline row: mark claims `headline: true` and rerender"

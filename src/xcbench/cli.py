@@ -154,6 +154,11 @@ def cmd_rerender(args) -> None:
         raise ConfigError(f"{results}: no results of scale {args.scale!r} for any experiment")
     write_report(claims, artifacts, figures / "REPORT.md")
     print("wrote", figures / "REPORT.md")
+    if args.readme:
+        from xcbench.reporting.report import write_headlines
+
+        write_headlines(claims, args.readme)
+        print("wrote the headline rows into", args.readme)
 
 
 def cmd_explain(args) -> None:
@@ -230,7 +235,9 @@ def parser() -> argparse.ArgumentParser:
     verb("report", cmd_report, O, opt("--claims", "claims.json files to gather", nargs="*", default=[]),
          opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
     verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper-cpu)", required=True),
-         opt("--scale", "scale of the kept results (default %(default)s)", default="paper"))
+         opt("--scale", "scale of the kept results (default %(default)s)", default="paper"),
+         opt("--readme", "also write the claims marked `headline: true` into this file's headline region "
+             "(README.md)", default=None))
     verb("explain", cmd_explain, EXP, SCALE, D, opt("--method", "method key of the experiment", required=True), SEED)
     verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
          opt("--claims", "claims folder (default %(default)s)", default="config/claims"))

@@ -61,3 +61,27 @@ def report_html(claims_json: list[str | Path], artifacts: list[str | Path]) -> s
     for a in map(Path, artifacts):
         parts += [f"<h2>{H.html.escape(a.parent.name)} / {H.html.escape(a.stem)}</h2>", _artifact_html(a)]
     return H.page("xcbench report", "\n".join(parts))
+
+
+HEADLINE_START, HEADLINE_END = "<!-- headlines:start -->", "<!-- headlines:end -->"
+
+
+def headlines_markdown(claims_json: list[str | Path]) -> str:
+    """The rows of claims marked `headline: true`, paper's number beside ours (README's Results)."""
+    lines = ["| paper | claim | dataset | paper's number | ours | verdict |", "|---|---|---|---|---|---|"]
+    for p in claims_json:
+        res = read_json(p)
+        lines += [f"| {res['paper']} | {r['claim']} | {pretty(r['dataset'])} | {r['paper']} | {r['ours']} | "
+                  f"{r['verdict']} |" for r in res["rows"] if r.get("headline")]
+    return "\n".join(lines) + "\n"
+
+
+def write_headlines(claims_json: list[str | Path], readme: str | Path) -> None:
+    """Replace the README's region between the headline markers with `headlines_markdown`."""
+    readme = Path(readme)
+    text = readme.read_text(encoding="utf-8")
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        raise ValueError(f"{readme}: no {HEADLINE_START} ... {HEADLINE_END} region to write the headline rows into")
+    head, rest = text.split(HEADLINE_START, 1)
+    tail = rest.split(HEADLINE_END, 1)[1]
+    write_text(readme, f"{head}{HEADLINE_START}\n{headlines_markdown(claims_json)}{HEADLINE_END}{tail}")
