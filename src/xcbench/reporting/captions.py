@@ -56,9 +56,8 @@ def _train(t: dict) -> str:
     return s
 
 
-def _shared_params(exp: dict) -> str:
-    """Head params with one value in every method (e.g. the softmax temperature tau)."""
-    specs = [exp["methods"][m].get("params", {}) for m in exp["methods"]]
+def _shared_params(specs: list[dict]) -> str:
+    """Head params with one value in every run (e.g. the softmax temperature tau)."""
     shared = {k: v for k, v in specs[0].items() if not isinstance(v, dict) and all(s.get(k) == v for s in specs)} \
         if specs and len(specs) > 1 else {}
     return ("head params of every method: " + ", ".join(f"{k} {v}" for k, v in shared.items())) if shared else ""
@@ -120,7 +119,7 @@ def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = No
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
              _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else "",
-             _shared_params(exp)]
+             _shared_params([spec.get("params", {}) for spec, _, _ in cfg.values()])]
     parts = [p for p in parts if p and p != "no encoder (linear in the features)"]
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
 
@@ -131,6 +130,8 @@ def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
     subs = substitutions(exp, catalogue)
     if subs:
         parts.append("Substitutions: " + "; ".join(subs) + ".")
-    if exp.get("notes"):
-        parts.append(exp["notes"].strip())
+    recorded = {(r.get("resolved") or {}).get("notes") for r in recs or [] if r.get("resolved")}
+    notes = next(iter(recorded)) if len(recorded) == 1 and None not in recorded else exp.get("notes")
+    if notes:  # the notes the shown runs were made under, when they all agree (a kept tree), else today's
+        parts.append(notes.strip())
     return " ".join(p for p in parts if p)

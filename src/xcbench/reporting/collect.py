@@ -41,7 +41,9 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
             rec = {**read_json(p), "dataset": d, "method": m, "seed": s}  # the name this experiment gives it
             cfg = p.with_name("config.resolved.yaml")
             if cfg.exists():  # the settings the run was trained with (captions describe these, not today's file)
-                rec["resolved"] = {k: v for k, v in (read_yaml(cfg) or {}).items() if k != "experiment"}
+                res = read_yaml(cfg) or {}
+                rec["resolved"] = {k: v for k, v in res.items() if k != "experiment"}
+                rec["resolved"]["notes"] = (res.get("experiment") or {}).get("notes")
             out.append(rec)
     return out
 
