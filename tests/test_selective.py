@@ -285,8 +285,9 @@ def test_adaptive_schedule_follows_its_rule():
     sel = AdaptiveHashingForest(1000, tau_start=0.5, tau_end=0.9, trees_start=4, trees_end=20, T_start=100,
                                 T_end=900, M_min=1, M_max=0.5)
     assert sel.budget(10) == 10                              # before any measurement: the configured M
-    cp = torch.tensor([0.4, 0.6, 0.8, 0.85, 0.95, 1.0])
-    sel.observe(cp)
+    p = torch.tensor([0.4, 0.2, 0.2, 0.08, 0.07, 0.05])       # mean CP_K = 0.4, 0.6, 0.8, 0.88, 0.95, 1.0
+    sel.observe(p.log().expand(3, 6)[:, torch.randperm(6, generator=torch.Generator().manual_seed(0))])
+    assert torch.allclose(sel.cp, p.cumsum(0))
     out = sel.adapt(0.0, batch_size=8)                       # tau 0.5 -> K* = 2
     assert out == {"M": 16, "L": 4, "T": 100, "tau_cp": 0.5} and sel.trees == 4 and sel.rebuild_every == 100
     out = sel.adapt(0.5, batch_size=8)                       # tau 0.7 -> K* = 3

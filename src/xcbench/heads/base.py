@@ -26,6 +26,20 @@ import torch
 from torch import nn
 
 
+BYTES_PER_ROW_COPIES = 3  # weights, gradient, momentum of each resident row (the class-selection paper's SGD)
+
+
+def layer_mb(rows: float, d: int) -> float:
+    """Device memory of a softmax layer: resident rows x d floats x (weights, gradient, momentum)."""
+    return rows * d * 4 * BYTES_PER_ROW_COPIES / 2 ** 20
+
+
+def class_weights(n_classes: int, d: int, gen: torch.Generator, std: float | None = None) -> nn.Parameter:
+    """The (C, d) class-weight table drawn from N(0, std^2), std = 1/sqrt(d) unless given."""
+    std = std if std is not None else 1.0 / math.sqrt(d)
+    return nn.Parameter(torch.randn(n_classes, d, generator=gen) * std)                  # (C, d)
+
+
 def check_param(head: str, name: str, value, lo: float, hi: float = math.inf, open_lo: bool = False) -> None:
     """A head parameter's range: lo <= value <= hi (lo < value with open_lo); raises naming head and key."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value > lo if open_lo else value >= lo) \
@@ -103,8 +117,7 @@ class LinearHead(Head):
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None) -> None:
         super().__init__(in_dim, n_classes, gen)
-        std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
-        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)      # (C, d)
+        self.W = class_weights(n_classes, in_dim, gen, init_std)                        # (C, d)
         self.b = nn.Parameter(torch.zeros(n_classes))                                   # (C,)
 
     def scores(self, h: torch.Tensor) -> torch.Tensor:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from xcbench.heads.base import LinearHead
-from xcbench.heads.selective_softmax import layer_mb, probe_metrics
+from xcbench.heads.base import LinearHead, layer_mb
+from xcbench.heads.selective_softmax import probe_metrics
 from xcbench.registry import HEADS
 
 

@@ -19,8 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head
-from xcbench.heads.selective_softmax import layer_mb
+from xcbench.heads.base import Head, layer_mb
 from xcbench.registry import HEADS
 
 

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head
+from xcbench.heads.base import Head, class_weights
 from xcbench.optim.duals import DUALS, logmeanexp
 from xcbench.registry import HEADS
 
@@ -45,7 +45,7 @@ class MinMinCE(Head):
             raise ValueError(f"minmin_ce: nu_init must be 'first_visit' or 'zero', got {nu_init!r}")
         self.rule = DUALS.get(dual)(**(dual_params or {}))
         self.first_visit = nu_init == "first_visit"
-        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * init_std)        # (K, d)
+        self.W = class_weights(n_classes, in_dim, gen, init_std)                               # (K, d)
         self.register_buffer("nu", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("seen", torch.zeros(0, dtype=torch.bool))
         self.epochs, self.steps_per_epoch, self.batch_size = 1, 1, 2

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head, check_param
-from xcbench.heads.selective_softmax import layer_mb
+from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.registry import HEADS
 
 
@@ -38,8 +37,7 @@ class NCE(Head):
         check_param("nce", "k", k, 1)
         if noise not in ("uniform", "unigram"):
             raise ValueError(f"nce: noise must be 'uniform' or 'unigram', got {noise!r}")
-        std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
-        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)             # (C, d)
+        self.W = class_weights(n_classes, in_dim, gen, init_std)                               # (C, d)
         self.b = nn.Parameter(torch.zeros(n_classes, 1))                                        # (C, 1)
         self.k, self.noise = k, noise
         self.register_buffer("log_q", torch.full((n_classes,), -math.log(n_classes)))

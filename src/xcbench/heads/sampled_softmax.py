@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head, check_param
+from xcbench.heads.base import Head, check_param, class_weights
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
@@ -76,7 +76,7 @@ class NormalizedSoftmax(Head):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, tau: float = 1.0,
                  normalize: bool = True, absolute: bool = False, init_std: float = 0.01) -> None:
         super().__init__(in_dim, n_classes, gen)
-        self.E = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * init_std)          # (n, d)
+        self.E = class_weights(n_classes, in_dim, gen, init_std)                                 # (n, d)
         self.tau, self.normalize, self.absolute = tau, normalize, absolute
 
     def _unit(self, z: torch.Tensor) -> torch.Tensor:

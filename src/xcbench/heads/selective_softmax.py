@@ -30,17 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head, check_param
+from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.metrics import cp_at_k, ncg_at_k
 from xcbench.registry import HEADS, SELECTORS
-
-BYTES_PER_ROW_COPIES = 3  # weights, gradient, momentum of each resident row (the paper's SGD)
-
-
-def layer_mb(rows: float, d: int) -> float:
-    """Device memory of the softmax layer: resident rows x d floats x (weights, gradient, momentum)."""
-    return rows * d * 4 * BYTES_PER_ROW_COPIES / 2 ** 20
-
 
 def probe_metrics(o: torch.Tensor, y: torch.Tensor, ks: list[int]) -> dict[str, float]:
     """CP_K and NCG_K of probe logits o (P, C) for the K in ks below C."""
@@ -62,8 +54,7 @@ class SelectiveSoftmax(Head):
         check_param("selective_softmax", "M_frac", M_frac, 0, 1, open_lo=True)
         if M is not None:
             check_param("selective_softmax", "M", M, 1)
-        std = init_std if init_std is not None else 1.0 / math.sqrt(in_dim)
-        self.W = nn.Parameter(torch.randn(n_classes, in_dim, generator=gen) * std)             # (C, d)
+        self.W = class_weights(n_classes, in_dim, gen, init_std)                               # (C, d)
         self.selector = SELECTORS.get(selector)(n_classes, **(selector_params or {}))
         self.selector.bind(self.W)
         self.k = int(M) if M else max(1, round(M_frac * n_classes))
@@ -90,10 +81,7 @@ class SelectiveSoftmax(Head):
 
     def on_epoch_start(self, step, gen):
         sel = self.selector
-        fresh = False
-        if hasattr(sel, "adapt") and sel.is_phase_start(step // self.steps_per_epoch):
-            sel.adapt(step / self.total_steps, self.batch_size)
-            fresh = True
+        fresh = sel.start_epoch(step // self.steps_per_epoch, step / self.total_steps, self.batch_size)
         if sel.needs_index and (fresh or not sel.built):
             self._rebuild(gen)
 
@@ -147,9 +135,7 @@ class SelectiveSoftmax(Head):
     def epoch_metrics(self, h, y):
         o = self.scores(h)                                                                     # (P, C)
         out = probe_metrics(o, y, self.probe_ks)
-        if hasattr(self.selector, "observe"):
-            m = min(self.selector.M_max, self.n_classes)
-            self.selector.observe(torch.softmax(o.double(), 1).topk(m, dim=1).values.cumsum(1).mean(0))
+        self.selector.observe(o)
         out["precision"] = self.precision(h, y, o)
         out["M"] = float(self.selector.budget(self.k))
         if self._steps:

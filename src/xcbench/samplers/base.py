@@ -45,6 +45,11 @@ class Sampler(nn.Module):
         """Exact log q(ids | h), same shape as ids."""
         raise NotImplementedError
 
+    def index_gib(self, n: int, d: int) -> float:
+        """Memory of the index over n classes of width d, in GiB (a caller may skip a run too large for
+        the machine); default 0: no index worth counting."""
+        return 0.0
+
     def aux_loss(self, h: torch.Tensor, class_emb: torch.Tensor) -> torch.Tensor | None:
         """The proposal's own training loss (a trainable proposal); None: nothing to train."""
         return None

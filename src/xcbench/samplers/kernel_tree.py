@@ -54,6 +54,11 @@ class KernelTree(Sampler):
         self.root: torch.Tensor | None = None       # (D,)
         self.c: torch.Tensor | None = None          # (n, d) normalised class embeddings (for row updates)
 
+    def index_gib(self, n: int, d: int) -> float:
+        """The tree's left-children sums: 2^ceil(log2 n) nodes of D floats."""
+        D = self.phi(torch.zeros(1, d)).shape[1]
+        return 2 ** math.ceil(math.log2(max(2, n))) * D * 4 / 2 ** 30
+
     def phi(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 

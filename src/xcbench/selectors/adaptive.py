@@ -47,9 +47,18 @@ class AdaptiveHashingForest(HashingForest):
         self.register_buffer("cp", torch.zeros(0))                             # mean CP_K, K = 1..M_max
         self.register_buffer("plan", torch.tensor([trees_start, T_start]))    # (L, T) of this phase
 
-    def observe(self, cp: torch.Tensor) -> None:
-        """The probe's mean CP_K for K = 1..len(cp) (the head measures it after every epoch)."""
-        self.cp = cp[: self.M_max].detach().float().clone()
+    def observe(self, probe_logits: torch.Tensor) -> None:
+        """The probe's mean CP_K for K = 1..M_max, from its full logits after every epoch."""
+        m = min(self.M_max, probe_logits.shape[1])
+        cp = torch.softmax(probe_logits.double(), 1).topk(m, dim=1).values.cumsum(1).mean(0)    # (m,)
+        self.cp = cp.detach().float().clone()
+
+    def start_epoch(self, epoch: int, progress: float, batch_size: int) -> bool:
+        """A new phase: set its M, L, T (adapt) and ask for a rebuild."""
+        if not self.is_phase_start(epoch):
+            return False
+        self.adapt(progress, batch_size)
+        return True
 
     def is_phase_start(self, epoch: int) -> bool:
         return epoch % self.phase_epochs == 0

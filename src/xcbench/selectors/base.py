@@ -45,6 +45,14 @@ class Selector(nn.Module):
     def budget(self, k: int) -> int:
         return k
 
+    def start_epoch(self, epoch: int, progress: float, batch_size: int) -> bool:
+        """Hook at each epoch start (progress in [0, 1]); True when the structure must be rebuilt now
+        (HF-A's phases); default: nothing to do."""
+        return False
+
+    def observe(self, probe_logits: torch.Tensor) -> None:
+        """Hook after each epoch with the probe batch's full logits (P, C) (HF-A reads its CP_K curve); default no-op."""
+
     def candidates(self, h: torch.Tensor, y: torch.Tensor, q: int, gen: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
 

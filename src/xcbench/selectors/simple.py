@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from xcbench.registry import SELECTORS
-from xcbench.samplers.midx import kmeans
+from xcbench.kmeans import kmeans
 from xcbench.selectors.base import IndexedSelector, Selector, groups_of, members
 
 

@@ -127,12 +127,9 @@ class LossTiming(Probe):
         B, R = self.params["batch"], self.params["repeats"]
         n, d = self.n_classes, self.in_dim
         sampler_cls = SAMPLERS.get(params.get("sampler", "uniform"))
-        if hasattr(sampler_cls, "phi"):  # kernel tree: 2^(depth+1) nodes of D floats
-            probe = sampler_cls(1, **params.get("sampler_params", {}))
-            D = probe.phi(torch.zeros(1, d)).shape[1]
-            gib = 2 ** math.ceil(math.log2(max(2, n))) * D * 4 / 2 ** 30                 # left children
-            if gib > self.params["max_tree_gib"]:
-                return {"skipped_tree_gib": gib}
+        gib = sampler_cls(1, **params.get("sampler_params", {})).index_gib(n, d)  # a kernel tree's node sums
+        if gib > self.params["max_tree_gib"]:
+            return {"skipped_tree_gib": gib}
         head = HEADS.get(spec["head"])(d, n, torch_generator(seed, "init"), **params).to(self.device)
         with torch.no_grad():
             head.E.copy_(self.X.float())
