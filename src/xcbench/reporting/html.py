@@ -45,24 +45,8 @@ def image(png: str | Path, alt: str = "") -> str:
 
 
 def markdown(md: str) -> str:
-    """The Markdown subset that xcbench writes (headings, pipe tables, images, paragraphs) to HTML."""
-    out, lines, i = [], md.splitlines(), 0
-    while i < len(lines):
-        ln = lines[i]
-        if ln.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
-                i += 1
-            out.append(table(block[0], [r for r in block[2:]]))
-            continue
-        m = re.match(r"^(#+) (.*)", ln)
-        img = re.match(r"^!\[(.*?)\]\((.*?)\)$", ln)
-        if m:
-            out.append(f"<h{len(m.group(1))}>{_inline(m.group(2))}</h{len(m.group(1))}>")
-        elif img:
-            out.append(f"<p>[figure {html.escape(img.group(1))}]</p>")
-        elif ln.strip():
-            out.append(f"<p class='foot'>{_inline(ln)}</p>")
-        i += 1
-    return "\n".join(out)
+    """A Markdown page (a rendered table with its caption) as HTML, by the `markdown` package with its
+    tables extension (the workflow extra)."""
+    import markdown as md_lib
+
+    return md_lib.markdown(md, extensions=["tables"], output_format="html")
