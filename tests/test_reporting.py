@@ -87,7 +87,7 @@ def test_report_gathers_claims_and_artifacts(tmp_path):
     rep = (tmp_path / "REPORT.md").read_text()
     assert "| p | c | d | 1 | 2 | quick | **held** |" in rep and "| a |" in rep and "![f](p/f.png)" in rep
     page = (tmp_path / "REPORT.html").read_text()
-    assert "<td><b>held</b></td>" in page and "<th>a</th>" in page and "p/f.png is missing" in page
+    assert "<td><strong>held</strong></td>" in page and "<th>a</th>" in page and "p/f.png is missing" in page
 
 
 def test_bad_claims_file_is_rejected(tmp_path):
