@@ -81,7 +81,7 @@ def test_report_gathers_claims_and_artifacts(tmp_path):
     write_json(tmp_path / "p" / "claims.json", {"paper": "p", "title": "P", "scale": "quick", "rows": [
         {"id": "a", "claim": "c", "dataset": "d", "paper": "1", "ours": "2", "verdict": "held", "scale": "quick",
          "check": "x"}]})
-    (tmp_path / "p" / "t.md").write_text("| a |\n")
+    (tmp_path / "p" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
     write_report([tmp_path / "p" / "claims.json"], [tmp_path / "p" / "t.md", tmp_path / "p" / "f.png"],
                  tmp_path / "REPORT.md")
     rep = (tmp_path / "REPORT.md").read_text()
