@@ -56,10 +56,9 @@ def load_checkpoint(path: Path, spec: dict | None, device: torch.device) -> dict
         if not isinstance(ck, dict) or "model" not in ck or "epoch" not in ck:
             raise ValueError("not a training checkpoint (no model state or epoch)")
     except Exception as e:  # noqa: BLE001 - any unreadable file: truncated, empty, garbage, foreign pickle
-        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        bad = _aside(path, ".bad")
-        warn(f"{path}: the checkpoint is damaged and cannot be read ({type(e).__name__}: {reason}); "
-             f"kept aside as {bad}, the run starts from scratch")
+        bad = _aside(path, ".bad")  # torch's own message is not relayed: it may advise weights_only=False
+        warn(f"{path}: the checkpoint is damaged and cannot be read ({type(e).__name__}; truncated, empty or not a "
+             f"checkpoint of this package); kept aside as {bad}, the run starts from scratch")
         return None
     stored = ck.get("spec")
     if spec is not None and stored is None:
