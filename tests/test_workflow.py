@@ -61,7 +61,8 @@ def test_tiny_end_to_end_run(tmp_path):
     # training depends on the run spec, not the file: a notes edit re-renders only, a changed lr retrains
     exp = wd / "config" / "experiments" / "baseline" / "xmc_table.yaml"
     text = exp.read_text()
-    exp.write_text(text.replace("notes: ", "notes: A new first sentence. ", 1))
+    assert 'notes: "' in text
+    exp.write_text(text.replace('notes: "', 'notes: "A new first sentence. ', 1))
     r = _snakemake(wd, "-n", "--config", "scale=tiny")
     assert r.returncode == 0 and "rule train" not in r.out and "xmc_table" in r.out, r.out[-2000:]
     assert "lr: 0.001," in text
