@@ -1,5 +1,6 @@
 # Helpers shared by all rules: config validation, experiment files, expected outputs.
 import glob
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +13,9 @@ from xcbench.reporting.collect import expected_runs, run_location
 
 validate(config, schema=str(SCHEMAS / "config.schema.yaml"))
 
-PY = sys.executable  # the interpreter running snakemake (a bare `python` may be another one)
+# the interpreter running snakemake (a bare `python` may be another one), resolved: `python` and `python3`
+# name one binary, and a param that changed with the name would rerun every job
+PY = os.path.realpath(sys.executable)
 ENV = "../envs/xcbench.yaml"  # for --lint and --sdm conda users; ignored otherwise
 SCALE = config["scale"]
 DATA = config["data"]["root"]
