@@ -1,0 +1,54 @@
+"""Every comparison claim can fail: with made-up numbers that satisfy it the verdict is 'held', and moving
+one number (the left side's) across the threshold turns it to 'not held'."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from xcbench.config import SCALES, load_experiment, resolve_experiment
+from xcbench.io import read_yaml
+from xcbench.reporting.claims import KINDS, side_methods
+
+CLAIMS = [(f.stem, c) for f in sorted((REPO / "config" / "claims").glob("*.yaml")) for c in read_yaml(f)["claims"]
+          if "left" in c]
+
+
+def _setting(paper: str, c: dict):
+    """The first scale (and dataset) at which every method of the claim runs."""
+    for scale in SCALES:
+        exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / paper / f"{c['artifact']}.yaml"), scale)
+        sides = [s for s in (c["left"], c["right"]) if "value" not in s]
+        names = [m for s in sides for m in side_methods(s, exp)]
+        datasets = [s["dataset"] for s in sides if "dataset" in s] or exp["datasets"]
+        if names and all(m in exp["methods"] for m in names) and all(d in exp["datasets"] for d in datasets):
+            return exp, datasets
+    return None, None
+
+
+def _recs(c: dict, exp: dict, datasets: list[str], left: float, right: float) -> list[dict]:
+    recs = []
+    for side, v in ((c["left"], left), (c["right"], right)):
+        if "value" in side:
+            continue
+        for d in ([side["dataset"]] if "dataset" in side else datasets):
+            recs += [{"dataset": d, "method": m, "metrics": {side["metric"]: v}} for m in side_methods(side, exp)]
+    return recs
+
+
+@pytest.mark.parametrize("paper,claim", CLAIMS, ids=[f"{p}-{c['id']}" for p, c in CLAIMS])
+def test_each_claim_flips_when_one_number_crosses_its_threshold(paper, claim):
+    exp, datasets = _setting(paper, claim)
+    if exp is None:
+        pytest.skip("its methods run together at no scale")
+    factor, offset = float(claim.get("factor", 1.0)), float(claim.get("offset", 0.0))
+    right = claim["right"].get("value", 10.0)
+    bound = factor * right + offset
+    below = claim["op"] in ("<", "<=")
+    good, bad = (bound - abs(bound) * 0.5 - 1, bound + abs(bound) * 0.5 + 1) if below else \
+        (bound + abs(bound) * 0.5 + 1, bound - abs(bound) * 0.5 - 1)
+    verdicts = []
+    for left in (good, bad):
+        rows = KINDS["compare"](claim, exp, _recs(claim, exp, datasets, left, right), exp["scale"], None)
+        verdicts.append({r["verdict"].split(" (")[0] for r in rows if r["dataset"] in datasets})
+    assert verdicts == [{"held"}, {"not held"}], verdicts
