@@ -85,7 +85,7 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
                          "m3": {"head": "full_softmax", "params": {"k": 1}}},
              "per_dataset": {"b": {"task": {"name": "lm"}, "model": {"encoder": {"name": "lstm_lm", "emb": 4}},
                                    "methods": {"m3": {"params": {"k": 2}}}}},
-             "scales": {"quick": {"only_methods": ["m1", "m2"]}}}
+             "scales": {"quick": {"skip": ["m3"]}}}
     _write(tmp_path, "own", owner)
     exp = resolve_experiment(load_experiment(tmp_path / "own.yaml"), "paper")
     assert expected_runs(exp) == [("a", "m1", 0), ("a", "m2", 0), ("a", "m3", 0), ("b", "m1", 0), ("b", "m3", 0)]

@@ -134,7 +134,7 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
         defined = normalise_methods(raw.get("methods", {})) if "runs_of" not in raw else {}
         ran = {m for exp in exps.get((f.parent.name, f.stem), {}).values() for m in exp["methods"]}
         for m in sorted(set(defined) - ran):
-            errs.append(f"{f}: method {m!r} runs at no scale (each scale's `only_methods` leaves it out)")
+            errs.append(f"{f}: method {m!r} runs at no scale (every scale's `skip` lists it)")
     for cf in sorted(claims_dir.glob("*.yaml")):
         for c in read_yaml(cf)["claims"]:
             runs = exps.get((cf.stem, c["artifact"]))

@@ -113,7 +113,7 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
                   for s, sc in owner.get("scales", {}).items()}
         scales.update({s: sc for s, sc in exp.get("scales", {}).items() if s not in scales})
         exp = {**owner, **exp, **({"scales": scales} if scales else {})}
-        if only is not None:  # applied after the scale's own `only_methods` (a view of the runs that scale has)
+        if only is not None:  # applied after the scale's own `skip` (a view of the runs that scale has)
             exp["view_methods"] = list(only)
     return exp
 
@@ -150,12 +150,13 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
         out["task"].setdefault("params", {})
     out["scale"] = scale
     out["methods"] = normalise_methods(out.get("methods", {}))
-    if "only_methods" in out:
-        missing = [m for m in out["only_methods"] if m not in out["methods"]]
-        if missing:
+    if "skip" in out:  # every method runs at every scale unless the scale skips it
+        unknown = [m for m in out["skip"] if m not in out["methods"]]
+        if unknown:
             owner = f"runs of {out['runs_of']}" if "runs_of" in out else "methods of this experiment"
-            raise ConfigError(f"{out['artifact']}: only_methods {missing} are not {owner}")
-        out["methods"] = {m: out["methods"][m] for m in out.pop("only_methods")}
+            raise ConfigError(f"{out['artifact']}: scales.{scale}.skip names {unknown}, which are not {owner}")
+        skip = set(out.pop("skip"))
+        out["methods"] = {m: v for m, v in out["methods"].items() if m not in skip}
     if "view_methods" in out:
         unknown = [m for m in out["view_methods"] if m not in normalise_methods(exp.get("methods", {}))]
         if unknown:

@@ -82,7 +82,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
         if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
             continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
         if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
-            # a dataset or a method this scale does not run (a scale's `only_methods`)
+            # a dataset or a method this scale does not run (a scale's `skip`)
             verdict, ours = "not at this scale", "–"
         elif lv is None or rv is None:
             if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
