@@ -82,6 +82,17 @@ def test_paper_scale_dry_run(tmp_path):
     assert "wikipedia-500k" in r.out and "train" in r.out
 
 
+def test_every_compute_job_runs_one_torch_thread_and_quick_jobs_stay_on_the_cpu(tmp_path):
+    """`--cores N` runs at most N jobs of one thread each (no N x N oversubscription); quick-scale
+    runs ask for no GPU and run on the CPU."""
+    r = _snakemake(_copy_workflow(tmp_path), "-n", "-p", "--cores", "2", "--config", "scale=quick")
+    assert r.returncode == 0, r.out[-2000:]
+    cmds = [ln for ln in r.out.splitlines() if " -m xcbench train " in ln or " -m xcbench features " in ln]
+    assert cmds and all("--threads 1 " in c for c in cmds)
+    assert all("--device cpu " in c for c in cmds if " train " in c)
+    assert "gpu=1" not in r.out
+
+
 def test_lint_is_clean(tmp_path):
     r = _snakemake(_copy_workflow(tmp_path), "--lint")
     assert r.returncode == 0, r.out[-3000:]
