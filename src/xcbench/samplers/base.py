@@ -3,7 +3,9 @@
 Convention shared by every sampler and the sampled-softmax head:
 - m negatives are drawn i.i.d. *with replacement* from q(. | h);
 - `log_prob` is the exact, normalised log q of this proposal (tests compare it with brute force);
-- the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target);
+- the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target); with
+  `correct: both` (the MIDX experiments, as the public MIDX code) it adjusts the target's logit the
+  same way, o'_t = o_t - log(m q(t | h)), so `log_prob` is also asked for the targets;
 - `log_q` is a constant to the head: it is detached there, so no gradient of the sampled-softmax
   loss reaches a proposal's parameters (or h, or the class embeddings) through log q;
 - a trainable proposal (learnable MIDX codebooks) trains through its own `aux_loss(h, class_emb)`
