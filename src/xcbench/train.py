@@ -141,7 +141,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             start = epochs
         elif train_cfg.get("finish"):  # cut short by the user (`xcbench train --finish`): no more epochs
             cut_short, start = start, epochs
-        print(f"resuming {out_dir} after epoch {start}/{epochs}")
+        print(f"finishing {out_dir}: cut short after epoch {cut_short} of {epochs}, tested at its best epoch"
+              if cut_short else f"resuming {out_dir} after epoch {start}/{epochs}")
     elif train_cfg.get("finish"):
         raise FileNotFoundError(f"{ckpt_path}: --finish ends a run from its checkpoint, and there is none")
     elif task.eval_at_start:
