@@ -101,3 +101,14 @@ def test_explain_names_the_file_and_line_of_every_setting(tmp_path):
     assert f"train.batch_size = 8    # {tmp_path / 'child.yaml'}:6 (per_dataset.b.train.batch_size)" in out
     assert f"head_params.m = 5    # {tmp_path / 'parent.yaml'}:10 (methods.m.params.m)" in out
     assert "train.epochs = 1    # " + str(tmp_path / "parent.yaml") + ":8 (train.epochs)" in out
+
+
+def test_a_scale_skips_methods_by_name_or_pattern_and_runs_every_other(tmp_path):
+    methods = {f"{s}_m{m}": {"head": "sampled_softmax", "params": {"sampler": s, "m": m}}
+               for s in ("uniform", "unigram") for m in (5, 20)}
+    f = _write(tmp_path, "t", {**BASE, "methods": methods, "scales": {"quick": {"skip": ["*_m20", "unigram_m5"]}}})
+    assert list(resolve_experiment(load_experiment(f), "quick")["methods"]) == ["uniform_m5"]
+    assert len(resolve_experiment(load_experiment(f), "paper")["methods"]) == 4  # a new method runs by default
+    f = _write(tmp_path, "t", {**BASE, "methods": methods, "scales": {"quick": {"skip": ["lsh_*"]}}})
+    with pytest.raises(ConfigError, match=r"skip names \['lsh_\*'\], which match none"):
+        resolve_experiment(load_experiment(f), "quick")

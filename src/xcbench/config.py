@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import difflib
+import fnmatch
 import hashlib
 import json
 from pathlib import Path
@@ -150,13 +151,13 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
         out["task"].setdefault("params", {})
     out["scale"] = scale
     out["methods"] = normalise_methods(out.get("methods", {}))
-    if "skip" in out:  # every method runs at every scale unless the scale skips it
-        unknown = [m for m in out["skip"] if m not in out["methods"]]
+    if "skip" in out:  # every method runs at every scale unless the scale skips it (names or fnmatch patterns)
+        unknown = [p for p in out["skip"] if not fnmatch.filter(out["methods"], p)]
         if unknown:
             owner = f"runs of {out['runs_of']}" if "runs_of" in out else "methods of this experiment"
-            raise ConfigError(f"{out['artifact']}: scales.{scale}.skip names {unknown}, which are not {owner}")
-        skip = set(out.pop("skip"))
-        out["methods"] = {m: v for m, v in out["methods"].items() if m not in skip}
+            raise ConfigError(f"{out['artifact']}: scales.{scale}.skip names {unknown}, which match none of the {owner}")
+        skip = out.pop("skip")
+        out["methods"] = {m: v for m, v in out["methods"].items() if not any(fnmatch.fnmatch(m, p) for p in skip)}
     if "view_methods" in out:
         unknown = [m for m in out["view_methods"] if m not in normalise_methods(exp.get("methods", {}))]
         if unknown:
