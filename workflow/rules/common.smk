@@ -1,4 +1,5 @@
 # Helpers shared by all rules: config validation, experiment files, expected outputs.
+import functools
 import glob
 import os
 import sys
@@ -34,6 +35,8 @@ def run_device(scale):
 def gpus(w):
     """1 for a job that will use CUDA (Slurm then queues it on a GPU partition), else 0."""
     return 0 if run_device(w.scale) == "cpu" else 1
+
+
 MIRRORS = [a for m in config["data"]["mirrors"] for a in ("--mirror", m)]  # a list: `:q` quotes each item
 NAME = r"[A-Za-z0-9_.-]+"  # dataset, method, paper and artifact names (the schemas enforce it too)
 
@@ -42,8 +45,10 @@ def experiment_file(paper, artifact):
     return f"config/experiments/{paper}/{artifact}.yaml"
 
 
+@functools.lru_cache(maxsize=None)
 def experiment(paper, artifact, scale=SCALE):
-    """One experiment at a scale, its names and parameters checked against the registries (checks.py)."""
+    """One experiment at a scale, its names and parameters checked against the registries (checks.py);
+    loaded, resolved and checked once (every train job's input functions ask for it; callers only read it)."""
     exp = resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
     check_experiment(exp, experiment_file(paper, artifact))
     return exp
@@ -67,8 +72,7 @@ def artifact_files(paper, artifact):
 
 
 def run_metrics(paper, artifact, scale=SCALE):
-    exp = EXPS.get((paper, artifact)) if scale == SCALE else None
-    exp = exp or experiment(paper, artifact, scale)
+    exp = experiment(paper, artifact, scale)
     paths = []
     for d, m, s in expected_runs(exp):
         owner, key = run_location(exp, m)  # its own run, the runs_of owner's, or a `same_run`
@@ -101,16 +105,15 @@ def features_file(exp, dataset):
 def train_inputs(w):
     """A run's data; its settings enter through `run_spec_hash` (params), not the experiment file, so
     editing notes, captions or literature rows never retrains (checkpoint.run_spec)."""
-    exp = experiment(w.paper, w.artifact, w.scale)
     out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz"}
-    if features_file(exp, w.dataset):
-        out["features"] = features_file(exp, w.dataset)
+    features = features_file(experiment(w.paper, w.artifact, w.scale), w.dataset)
+    if features:
+        out["features"] = features
     return out
 
 
 def run_spec_hash(w):
-    exp = EXPS.get((w.paper, w.artifact)) if w.scale == SCALE else None
-    return spec_hash(run_spec(exp or experiment(w.paper, w.artifact, w.scale), w.dataset, w.method, int(w.seed)))
+    return spec_hash(run_spec(experiment(w.paper, w.artifact, w.scale), w.dataset, w.method, int(w.seed)))
 
 
 def names_of_kind(kind):
