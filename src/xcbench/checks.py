@@ -112,7 +112,7 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
     method. Returns the problems found (empty: all good)."""
     from xcbench.config import SCALES, load_experiment, normalise_methods, resolve_experiment
     from xcbench.io import read_yaml
-    from xcbench.reporting.claims import side_methods
+    from xcbench.reporting.claims import claim_sides, side_methods
 
     errs: list[str] = []
     exps: dict[tuple[str, str], dict[str, dict]] = {}
@@ -141,8 +141,7 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
             if runs is None:
                 errs.append(f"{cf}: claim {c['id']}: no artifact {c['artifact']!r} in {experiments / cf.stem}")
                 continue
-            sides = [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
-            sides = [s for s in sides if "value" not in s]
+            sides = [s for s in claim_sides(c) if "value" not in s]
             names = {m for s in sides if "tagged" not in s for m in side_methods(s, {"methods": {}})}
             known = {m for exp in runs.values() for m in exp["methods"]}
             for m in sorted(names - known):

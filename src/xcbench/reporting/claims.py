@@ -124,9 +124,13 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
 KINDS = {"compare": _compare_rows, "across": _across_rows}
 
 
+def claim_sides(c: dict) -> list[dict]:
+    """The two sides a claim compares: left and right, or the gain's of an `across` claim."""
+    return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
+
+
 def _metrics(c: dict) -> str:
-    sides = [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
-    return " / ".join(sorted({f"'{s['metric']}'" for s in sides if "metric" in s}))
+    return " / ".join(sorted({f"'{s['metric']}'" for s in claim_sides(c) if "metric" in s}))
 
 
 def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> dict:
