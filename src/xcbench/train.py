@@ -236,12 +236,11 @@ def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.de
 
 
 def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
-    """The settings one run trains with (its config.resolved.yaml)."""
-    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
-    return {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
-            "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
-            "train": train_cfg if task.trains else {}, "model": model_cfg, "task": exp["task"],
-            "data": task.info, "experiment": exp}
+    """The settings one run trains with (its config.resolved.yaml): its run spec (config.run_spec), the
+    whole train config as given, the data it saw and the experiment it came from."""
+    _, train_cfg, _ = method_config(exp, dataset, method)
+    return {**run_spec(exp, dataset, method, seed), "train": train_cfg if task.trains else {}, "data": task.info,
+            "experiment": exp}
 
 
 def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
