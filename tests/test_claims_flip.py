@@ -1,7 +1,6 @@
 """Every comparison claim can fail: with made-up numbers that satisfy it the verdict is 'held', and moving
 one number (the left side's) across the threshold turns it to 'not held'."""
 
-from pathlib import Path
 
 import pytest
 

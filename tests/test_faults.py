@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from xcbench.config import normalise_methods
-from xcbench.io import read_json, write_text
+from xcbench.io import write_text
 from xcbench.tasks.base import make_task
 from xcbench.train import run
 

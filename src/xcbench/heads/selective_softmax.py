@@ -28,7 +28,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.metrics import cp_at_k, ncg_at_k

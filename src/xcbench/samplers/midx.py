@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from xcbench.kmeans import kmeans, nearest  # noqa: F401 (nearest: used by the MIDX variants)
+from xcbench.kmeans import kmeans, nearest
 from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
 
