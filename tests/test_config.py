@@ -105,23 +105,37 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
         resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
 
 
-def test_every_same_run_names_an_identical_run():
-    """A method that reads another artifact's run (`same_run`) must have exactly that run's settings."""
-    from xcbench.reporting.collect import expected_runs
-    from xcbench.train import method_config
+def test_runs_of_equal_settings_train_once(tmp_path):
+    """Two artifacts with a run of equal settings (names and labels aside) read one run, the table's;
+    a changed learning rate makes it a run of its own."""
+    from xcbench.reporting.collect import run_location
 
-    shown = ("label", "x", "series", "same_run", "datasets", "tags")
-    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
-        for scale in ("tiny", "quick", "paper"):
-            exp = resolve_experiment(load_experiment(f), scale)
-            for d, m, _ in expected_runs(exp):
-                same = exp["methods"][m].get("same_run")
-                if not same:
-                    continue
-                art, key = same.split("/")
-                tgt = resolve_experiment(load_experiment(f.with_name(f"{art}.yaml")), scale)
-                assert (d, key) in {(a, b) for a, b, _ in expected_runs(tgt)}, f"{f} {scale}: {same} not run on {d}"
-                mine, theirs = method_config(exp, d, m), method_config(tgt, d, key)
-                strip = lambda spec: {k: v for k, v in spec.items() if k not in shown}  # noqa: E731
-                assert strip(mine[0]) == strip(theirs[0]) and mine[1:] == theirs[1:], f"{f} {scale} {m} != {same}"
-                assert exp["task"] == tgt["task"], f"{f} {scale}: task differs from {art}"
+    method = {"head": "softmax", "params": {}}
+    common = {"paper": "p", "title": "t", "task": "xmc", "datasets": ["a"], "seeds": [0], "train": {"epochs": 1, "lr": 0.1},
+              "model": {"encoder": {"name": "linear"}}}
+    fig = {**common, "artifact": "fig1", "render": {"kind": "figure", "renderer": "sweep"},
+           "methods": {"full_point": {**method, "label": "x", "x": 1}}}
+    _write(tmp_path, "fig1", fig)
+    _write(tmp_path, "table2", {**common, "artifact": "table2", "render": {"kind": "table", "renderer": "metric_table"},
+                                "methods": {"full": method}})
+    exp = resolve_experiment(load_experiment(tmp_path / "fig1.yaml"), "paper")
+    assert run_location(exp, "a", "full_point", 0) == ("table2", "full")
+    exp = resolve_experiment(load_experiment(tmp_path / "table2.yaml"), "paper")
+    assert run_location(exp, "a", "full", 0) == ("table2", "full")
+    _write(tmp_path, "fig1", {**fig, "train": {"epochs": 1, "lr": 0.2}})
+    exp = resolve_experiment(load_experiment(tmp_path / "fig1.yaml"), "paper")
+    assert run_location(exp, "a", "full_point", 0) == ("fig1", "full_point")
+
+
+def test_shared_runs_of_the_kept_sweeps():
+    """The sweeps' points that a table or an earlier figure trains are read from there (no copy trained)."""
+    from xcbench.reporting.collect import run_location
+
+    cases = [("midx/fig3b", "ptb", "pq_K32", "paper", ("table4", "lstm_midx_pq")),
+             ("midx/table5", "ptb", "midx_rq", "paper", ("table4", "lstm_midx_rq")),
+             ("class_selection/fig5", "synthetic-faces-87k", "hf_L50", "paper", ("fig2", "hf_1")),
+             ("class_selection/fig6", "synthetic-faces-87k", "random_1", "paper", ("fig2", "random_1")),
+             ("class_selection/fig6", "synthetic-faces-10k", "hf_T100", "quick", ("fig6", "hf_T100"))]
+    for name, d, m, scale, where in cases:
+        exp = resolve_experiment(load_experiment(ROOT / "config" / "experiments" / f"{name}.yaml"), scale)
+        assert run_location(exp, d, m, 0) == where, (name, m, scale)

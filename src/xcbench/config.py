@@ -116,6 +116,8 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
         exp = {**owner, **exp, **({"scales": scales} if scales else {})}
         if only is not None:  # applied after the scale's own `skip` (a view of the runs that scale has)
             exp["view_methods"] = list(only)
+    if not _seen:
+        exp["source"] = str(path)  # where runs of equal settings are looked up (collect.trainers)
     return exp
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from xcbench.config import load_experiment, resolve_experiment, run_spec
+from xcbench.reporting.collect import run_location
 
 SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first
     "head": [("methods", "{m}", "head")],
@@ -57,9 +58,11 @@ def _leaves(d: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
 
 def explain(path: str | Path, scale: str, dataset: str, method: str, seed: int = 0) -> str:
     path = Path(path)
-    spec = run_spec(resolve_experiment(load_experiment(path), scale), dataset, method, seed)
+    exp = resolve_experiment(load_experiment(path), scale)
+    spec = run_spec(exp, dataset, method, seed)
     docs = [(f, yaml.compose(f.read_text(encoding="utf-8"))) for f in _chain(path)]
-    lines = [f"# run spec of {method} on {dataset}, seed {seed}, scale {scale} ({path})", ""]
+    lines = [f"# run spec of {method} on {dataset}, seed {seed}, scale {scale} ({path})",
+             f"# trained as {'/'.join(run_location(exp, dataset, method, seed))} (runs of equal settings train once)", ""]
     for key, value in _leaves(spec):
         where = "resolver / class default"
         section, rest = key[0], key[1:]

@@ -75,7 +75,7 @@ def run_metrics(paper, artifact, scale=SCALE):
     exp = experiment(paper, artifact, scale)
     paths = []
     for d, m, s in expected_runs(exp):
-        owner, key = run_location(exp, m)  # its own run, the runs_of owner's, or a `same_run`
+        owner, key = run_location(exp, d, m, s)  # its own run, or the identical one another artifact trains
         paths.append(f"{RESULTS}/{scale}/{paper}/{owner}/{d}/{key}/seed{s}/metrics.json")
     return paths
 

@@ -3,26 +3,57 @@ and aggregate over seeds: mean, sample standard deviation and the number of seed
 
 from __future__ import annotations
 
+import functools
+import re
 import statistics
 from pathlib import Path
 
+from xcbench.config import load_experiment, resolve_experiment, run_spec, spec_hash
 from xcbench.io import read_json, read_yaml
 
 
-def run_location(exp: dict, method: str) -> tuple[str, str]:
-    """(artifact, method key) of the run a method of this experiment reads: its own, the `runs_of`
-    owner's, or another artifact's identical run named by the method's `same_run: <artifact>/<method>`
-    (a sweep's point that another artifact already trains, e.g. Figure 5's largest L = Table 1's HF)."""
-    same = (exp["methods"].get(method) or {}).get("same_run")
-    if same:
-        artifact, key = same.split("/")
-        return artifact, key
-    return exp.get("runs_of", exp["artifact"]), method
+def _identity(spec: dict) -> str:
+    """What a run computes, whatever its artifact and method key are called."""
+    return spec_hash({k: v for k, v in spec.items() if k not in ("artifact", "method")})
+
+
+def _order(exp: dict) -> tuple:
+    """Tables train before figures, then artifacts in natural order (table4 < table10)."""
+    name = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", exp["artifact"])]
+    return exp.get("render", {}).get("kind") != "table", name
+
+
+@functools.lru_cache(maxsize=64)
+def _trainers(folder: str, scale: str, stamp: tuple) -> dict[str, tuple[str, str]]:
+    exps = [resolve_experiment(load_experiment(f), scale) for f in sorted(Path(folder).glob("*.yaml"))]
+    owners: dict[str, tuple[str, str]] = {}
+    for exp in sorted((e for e in exps if "runs_of" not in e), key=_order):
+        for d, m, s in expected_runs(exp):
+            owners.setdefault(_identity(run_spec(exp, d, m, s)), (exp["artifact"], m))
+    return owners
+
+
+def trainers(folder: str | Path, scale: str) -> dict[str, tuple[str, str]]:
+    """{run identity: (artifact, method key) of the run that trains it} for one paper's folder at a
+    scale: runs of equal settings in several artifacts (a sweep's point that a table also shows) train
+    once, under the first table that has them (cached until a file of the folder changes)."""
+    files = sorted(Path(folder).glob("*.yaml"))
+    return _trainers(str(folder), scale, tuple((str(f), f.stat().st_mtime_ns) for f in files))
+
+
+def run_location(exp: dict, dataset: str, method: str, seed: int) -> tuple[str, str]:
+    """(artifact, method key) of the run that one (dataset, method, seed) of this experiment reads:
+    the run of identical settings (config.run_spec, names aside) that trains first in the paper's
+    folder (`trainers`), else its own (a `runs_of` view: its owner's)."""
+    own = (exp.get("runs_of", exp["artifact"]), method)
+    if "source" not in exp:  # an experiment built in code, not loaded from a folder
+        return own
+    return trainers(Path(exp["source"]).parent, exp["scale"]).get(_identity(run_spec(exp, dataset, method, seed)), own)
 
 
 def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Path:
-    """Runs live under the artifact that trains them (`runs_of` lets a figure reuse a table's runs)."""
-    owner, key = run_location(exp, method)
+    """Runs live under the artifact that trains them (`run_location`)."""
+    owner, key = run_location(exp, dataset, method, seed)
     return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / key / f"seed{seed}"
 
 
