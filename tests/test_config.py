@@ -139,3 +139,23 @@ def test_shared_runs_of_the_kept_sweeps():
     for name, d, m, scale, where in cases:
         exp = resolve_experiment(load_experiment(ROOT / "config" / "experiments" / f"{name}.yaml"), scale)
         assert run_location(exp, d, m, 0) == where, (name, m, scale)
+
+
+def test_scale_method_patterns(tmp_path):
+    """A scale's override keyed by a pattern reaches every method it matches, an exact name wins over
+    it, a pattern that matches nothing is an error, and a pattern is no method name."""
+    base = {"paper": "p", "artifact": "t", "title": "t", "task": "xmc", "datasets": ["a"], "seeds": [0],
+            "render": {"kind": "table", "renderer": "metric_table"},
+            "methods": {"s_a": {"head": "sampled_softmax", "params": {"m": 5}},
+                        "s_b": {"head": "sampled_softmax", "params": {"m": 5}}, "full": {"head": "softmax"}},
+            "scales": {"quick": {"methods": {"s_b": {"params": {"m": 9}}, "s_*": {"params": {"m": 7, "init_std": 0.5}}}}}}
+    exp = resolve_experiment(load_experiment(_write(tmp_path, "t", base)), "quick")
+    got = [exp["methods"][m].get("params", {}) for m in ("s_a", "s_b", "full")]
+    assert got == [{"m": 7, "init_std": 0.5}, {"m": 9, "init_std": 0.5}, {}]
+    base["scales"]["quick"]["methods"] = {"x_*": {"params": {"m": 7}}}
+    with pytest.raises(ConfigError, match="x_\\*.*matches none"):
+        resolve_experiment(load_experiment(_write(tmp_path, "t", base)), "quick")
+    base["scales"] = {}
+    base["methods"]["s_*"] = {"head": "softmax"}
+    with pytest.raises(ConfigError, match="method name"):
+        load_experiment(_write(tmp_path, "t", base))

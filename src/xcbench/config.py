@@ -93,6 +93,10 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
     exp = read_yaml(path)
     validate(exp, "experiment.schema.yaml", path)
+    bad = [m for m in (exp.get("methods") or {}) if isinstance(exp["methods"], dict) and any(c in m for c in "*?[]!")]
+    if bad:
+        raise ConfigError(f"{path}: methods.{bad[0]}: a method name may hold letters, digits, '_', '.', '-' only "
+                          "(patterns such as `gru_*` select methods in a scale's `methods:` overrides)")
     exp = normalise_task(exp)
     if "extends" in exp:
         parent_path = path.with_name(f"{exp['extends']}.yaml")
@@ -133,6 +137,23 @@ def _layer(parent: dict, child: dict) -> dict:
     return {**out, **({"scales": scales} if scales else {})}
 
 
+def _expand_patterns(over: dict, known: dict, where: str) -> dict:
+    """A scale's method overrides keyed by a pattern (`"gru_*": {...}`, fnmatch) apply to every method
+    it matches, before the overrides named exactly (which win); a pattern matching nothing is an error."""
+    out: dict = {}
+    for key, spec in over.items():
+        if any(c in key for c in "*?["):
+            hits = fnmatch.filter(known, key)
+            if not hits:
+                raise ConfigError(f"{where}.methods.{key}: the pattern matches none of the methods {list(known)}")
+            for m in hits:
+                out[m] = deep_merge(out.get(m, {}), spec or {})
+    for key, spec in over.items():
+        if not any(c in key for c in "*?["):
+            out[key] = deep_merge(out.get(key, {}), spec or {})
+    return out
+
+
 def resolve_experiment(exp: dict, scale: str) -> dict:
     """The experiment at one scale: base settings with `scales[scale]` merged on top."""
     if scale not in SCALES:
@@ -140,6 +161,8 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
     base = {k: v for k, v in exp.items() if k != "scales"}
     over = exp.get("scales", {}).get(scale, {})
     known = base.get("methods", {})
+    if isinstance(over.get("methods"), dict) and isinstance(known, dict):
+        over = {**over, "methods": _expand_patterns(over["methods"], known, f"{exp.get('artifact')}: scales.{scale}")}
     for m, spec in (over.get("methods") or {}).items() if isinstance(over.get("methods"), dict) else ():
         if isinstance(known, dict) and m not in known and not (spec or {}).get("head"):
             near = difflib.get_close_matches(m, list(known), n=3)

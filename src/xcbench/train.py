@@ -278,8 +278,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
                "log_n_classes": math.log(task.n_classes), **run_record(exp, dataset, method, seed, device)}
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
-    if not exp.get("keep_checkpoint", False):
-        (out_dir / CHECKPOINT).unlink(missing_ok=True)
+    (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record
     if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
         raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
     return metrics

@@ -10,7 +10,10 @@ own vectors. Free-text `notes:` explain; they should not restate settings.
 
 from __future__ import annotations
 
+import inspect
+
 from xcbench.model import encoder_config
+from xcbench.optim.weights import Plateau
 
 import xcbench.tasks  # noqa: F401  (registers the tasks)
 from xcbench.registry import TASKS
@@ -46,9 +49,21 @@ def _encoder(model_cfg: dict) -> str:
     return f"encoder {name}" + (f" ({', '.join(f'{k} {v}' for k, v in enc.items())}{tie})" if enc or tie else "")
 
 
+def _schedule(t: dict) -> str:
+    """The lr schedule; a plateau schedule with its settings (the class defaults where unset)."""
+    name = t.get("schedule", "constant")
+    if name != "plateau":
+        return f"{name} schedule"
+    p = {k: v.default for k, v in inspect.signature(Plateau).parameters.items() if k != "lr"} | (t.get(name) or {})
+    return (f"lr x{p['factor']} after {p['patience']} epochs without a {p['min_delta']} gain in validation "
+            f"{p['metric']} (not below {p['min_lr']}), stop after {p['stop_patience']} such epochs")
+
+
 def _train(t: dict) -> str:
-    s = (f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {t.get('schedule', 'constant')} schedule, "
+    s = (f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {_schedule(t)}, "
          f"{t.get('epochs')} epochs, batch {t.get('batch_size')}")
+    if t.get("grad_clip"):
+        s += f", gradient norm clipped to {t['grad_clip']}"
     if t.get("select"):
         sel = t["select"]
         s += (f", test at the best epoch by validation {sel['metric']} ({sel.get('mode', 'max')}"
