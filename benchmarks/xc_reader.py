@@ -1,5 +1,6 @@
-"""Speed of the XC BOW reader: the vectorised path (readers._parse_fast, a few numpy conversions over
-the whole file) against the line-by-line path (readers._parse_lines, per-token Python, kept to name
+"""Speed of the XC BOW reader: the vectorised path (readers._parse_fast: byte masks give each row's
+label and feature counts, readers._decimals parses every number of the file at the byte level, no
+per-row Python) against the line-by-line path (readers._parse_lines, per-token Python, kept to name
 file:line on bad input), side by side on every XC BOW file in the mirror, with equal output checked;
 and napkinxc's C++ reader where it is installed, with whether it rejects three malformed files (a
 non-integer label, a token without ':', a line cut after 'f:'): it accepts all three silently, which is

@@ -40,6 +40,40 @@ def test_xc_bow_malformed_names_file_and_line(tmp_path, body, line, what):
     assert f"{f}:{line}:" in str(e.value) and what in str(e.value)
 
 
+@pytest.mark.parametrize("style", ["decimal", "exponent"])
+def test_fast_bow_path_equals_the_line_reader(tmp_path, style):
+    """Random files (label-less rows, repeated labels, values of 1-15 digits, or with exponents that the
+    byte-level decimal parser leaves to numpy's): the vectorised path parses them, equal to the lines."""
+    rng = np.random.default_rng(0)
+    n, d, L = 300, 50, 20
+    rows = []
+    for i in range(n):
+        labs = ",".join(map(str, rng.integers(0, L, rng.integers(0, 4))))
+        vals = rng.random(rng.integers(1, 6)) * 10.0 ** rng.integers(-6, 4)
+        fmt = (lambda v: f"{v:.{rng.integers(0, 12)}f}") if style == "decimal" else (lambda v: f"{v:.6g}")
+        feats = " ".join(f"{j}:{fmt(v)}" for j, v in zip(rng.choice(d, len(vals), replace=False), vals))
+        rows.append(f"{labs} {feats}".rstrip() if labs else f" {feats}")
+    text = f"{n} {d} {L}\n" + "\n".join(rows) + "\n"
+    f = _write(tmp_path / "r.txt", text)
+    fast, lines = readers._parse_fast(text), readers._parse_lines(f, text)
+    assert fast[0] is not None
+    for u, v in zip(fast[:2], lines[:2]):
+        assert u.shape == v.shape
+        for k in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(u, k), getattr(v, k)), k
+    if style == "decimal":  # parsed at the byte level, to the value float() gives
+        body = np.frombuffer(text.encode()[text.index("\n") + 1:], np.uint8)
+        toks = text[text.index("\n") + 1:].replace(",", " ").replace(":", " ").split()
+        assert np.array_equal(readers._decimals(body), np.array([float(t) for t in toks]))
+
+
+@pytest.mark.parametrize("body", ["2 5 4\n0 1:1\n0,x 1:1\n", "2 5 4\n0 1:1\n1 2-1\n", "2 5 4\n0 1:1\n0,,1 1:1\n",
+                                  "2 5 4\n0 1:1\n1 2:1:3\n", "2 5 4\n0 1:1\n1 2:\n", "2 5 4\n0 1:1\n1 2:1.2.3\n",
+                                  "2 5 4\n0 1:1\n1 2:1", "3 5 4\n0 1:1\n1 2:1\n"])
+def test_fast_bow_path_hands_malformed_files_to_the_line_reader(body):
+    assert readers._parse_fast(body)[0] is None
+
+
 def test_lm_text_vocab_and_eos(tmp_path):
     paths = {"train": _write(tmp_path / "tr.txt", "a b\nb c\n"), "valid": _write(tmp_path / "va.txt", "c a\n")}
     ids, vocab = readers.read_lm_text(paths)
