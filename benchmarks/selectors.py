@@ -57,10 +57,20 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(ts), out
 
 
+def has_faiss() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def configs(n: int) -> list[tuple[str, str, dict]]:
     out = [("optimal", "optimal", {}), ("random", "random", {})]
     out += [(f"pca_hash bits={b}", "pca_hash", {"bits": b}) for b in (8, 12, 16)]
     out += [("kmeans 1024", "kmeans", {"clusters": 1024, "iters": 5})]
+    if has_faiss():  # the library index a practitioner would use (the `ann` extra)
+        out += [(f"faiss_ivf nlist=1024 nprobe={p}", "faiss_ivf", {"nlist": 1024, "nprobe": p}) for p in (4, 8, 32)]
     if n >= 10 ** 6:  # a build grows every tree over all n rows (minutes on 2 cores): fewer settings
         return out + [(f"hf L={L} leaf=64", "hf", {"trees": L, "leaf": 64}) for L in (5, 10)]
     for L in (5, 10, 20, 50):
@@ -76,7 +86,7 @@ def per_example_hits(sel, name: str, h: torch.Tensor, y: torch.Tensor, top: torc
         return torch.isin(torch.arange(len(h)).unsqueeze(1) * sel.n_classes + top, key)
     if name in ("pca_hash", "kmeans"):
         return sel.keys[top] == sel.keys[y].unsqueeze(1)
-    if name == "optimal":  # its own top-q (the label usually among them)
+    if name in ("optimal", "faiss_ivf"):  # its own (approximate) top-q by response
         return (top.unsqueeze(2) == sel.candidates(h, y, q, None).unsqueeze(1)).any(2)
     draws = torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4))
     return (top.unsqueeze(2) == draws.unsqueeze(1)).any(2)
@@ -116,8 +126,17 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
     return rows
 
 
+STEP_SELECTORS = {  # one setting per selector family for the training-step comparison (M = 1%)
+    "optimal": ("optimal", {}), "random": ("random", {}), "pca_hash": ("pca_hash", {"bits": 12, "rebuild_every": None}),
+    "kmeans": ("kmeans", {"clusters": 1024, "iters": 5, "rebuild_every": None}),
+    "hf": ("hf", {"trees": 5, "leaf": 64, "rebuild_every": None, "rerank": "inner"}),
+    "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
+}
+
+
 def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
-    """One training step (loss, backward, lazy Adam) of the full softmax and of the HF selective softmax."""
+    """One training step (loss, backward, lazy Adam) of the full softmax and of the selective softmax
+    with every selector (the index built once beforehand, not timed: it is rebuilt every T steps)."""
     from xcbench.heads.full_softmax import FullSoftmax
     from xcbench.heads.selective_softmax import SelectiveSoftmax
     from xcbench.optim.lazy_adam import LazyAdam
@@ -127,11 +146,13 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     y = torch.randint(n, (B,), generator=g)
     h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
     out = {"n": n, "d": d, "B": B, "M": n // 100}
-    heads = {"full": FullSoftmax(d, n, torch.Generator().manual_seed(1)),
-             "selective_hf": SelectiveSoftmax(d, n, torch.Generator().manual_seed(1), selector="hf",
-                                              selector_params={"trees": 5, "leaf": 64, "rebuild_every": None,
-                                                                               "rerank": "inner"}, M=n // 100)}
-    for key, head in heads.items():
+    heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
+    for key, (sel, params) in STEP_SELECTORS.items():
+        if sel != "faiss_ivf" or has_faiss():
+            heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
+                d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)
+    for key, make in heads.items():
+        head = make()
         with torch.no_grad():
             head.W.copy_(W)
         head.on_epoch_start(0, torch.Generator().manual_seed(2))
@@ -146,11 +167,46 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
         out[f"{key}_step_s"] = timed(step, repeats)[0]
         print(f"n={n} {key} step {out[f'{key}_step_s']:.3f} s", flush=True)
         del head, opt
-    out["speedup"] = out["full_step_s"] / out["selective_hf_step_s"]
+    out["speedup"] = {k[:-7]: out["full_step_s"] / v for k, v in out.items() if k.endswith("_step_s") and k != "full_step_s"}
     return out
 
 
-def render(rows: list[dict], steps: list[dict], name: str, meta: dict) -> None:
+def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -> list[dict]:
+    """xcbench.kmeans (Lloyd in torch) against faiss.Kmeans on the mixture: K centroids fitted on a
+    sample of `fit` rows (None: all n) for `iters` iterations from the same initial rows, then every
+    row assigned; wall seconds and the mean squared distance to the assigned centroid."""
+    if not has_faiss():
+        return []
+    import faiss
+    import numpy as np
+
+    from xcbench.kmeans import kmeans, nearest
+
+    W = mixture(n, d, torch.Generator().manual_seed(0))
+    rows = []
+    for K, fit, iters in settings:
+        g = torch.Generator().manual_seed(5)
+        X = W[torch.randperm(n, generator=g)[:fit]] if fit else W
+        C0 = X[torch.randperm(len(X), generator=g)[:K]].clone()
+        t0 = time.perf_counter()
+        C, _ = kmeans(X, C0, max_iter=iters)
+        a = nearest(W, C)
+        ours = time.perf_counter() - t0
+        mse_ours = (W - C[a]).square().sum(1).mean().item()
+        t0 = time.perf_counter()
+        km = faiss.Kmeans(d, K, niter=iters, seed=5, max_points_per_centroid=len(X) // K + 1)
+        km.train(np.ascontiguousarray(X.numpy()), init_centroids=np.ascontiguousarray(C0.numpy()))
+        _, I = km.index.search(np.ascontiguousarray(W.numpy()), 1)
+        theirs = time.perf_counter() - t0
+        Cf = torch.from_numpy(km.centroids)
+        mse_faiss = (W - Cf[torch.from_numpy(I[:, 0])]).square().sum(1).mean().item()
+        rows.append({"n": n, "d": d, "K": K, "fit_rows": len(X), "iters": iters, "ours_s": ours, "faiss_s": theirs,
+                     "ours_mse": mse_ours, "faiss_mse": mse_faiss})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -159,7 +215,7 @@ def render(rows: list[dict], steps: list[dict], name: str, meta: dict) -> None:
     ns = sorted({r["n"] for r in rows})
     fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 3.4), squeeze=False)
     for ax, n in zip(axes[0], ns):
-        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o")):
+        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o"), ("faiss_ivf", "^")):
             pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and r["selector"].startswith(fam)]
             if pts:
                 ax.scatter(*zip(*pts), marker=mk, label=fam, s=22)
@@ -180,10 +236,19 @@ def render(rows: list[dict], steps: list[dict], name: str, meta: dict) -> None:
         for r in (r for r in rows if r["n"] == n):
             lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
                          f"{r['precision']:.3f} | {r['selected']} | {r['select_s'] / opt:.3f} |")
-    if steps:
-        lines += ["", "One training step (loss, backward, lazy Adam), B = 256, d = 256:", "",
-                  "| n | full softmax (s) | selective, HF L=5 leaf 64, inner re-rank (s) | speed-up |", "|---|---|---|---|"]
-        lines += [f"| {s['n']:,} | {s['full_step_s']:.3f} | {s['selective_hf_step_s']:.3f} | {s['speedup']:.1f}x |" for s in steps]
+    for st in steps:
+        lines += ["", f"One training step at n = {st['n']:,} (loss, backward, lazy Adam; B = {st['B']}, d = {st['d']}, "
+                  f"M = {st['M']:,}; index built beforehand):", "",
+                  "| head | selector setting | step (s) | speed-up vs full |", "|---|---|---|---|",
+                  f"| full softmax | - | {st['full_step_s']:.3f} | 1.0x |"]
+        lines += [f"| selective | {k} {STEP_SELECTORS[k][1]} | {st[k + '_step_s']:.3f} | {v:.1f}x |"
+                  for k, v in st["speedup"].items()]
+    if km:
+        lines += ["", "k-means: xcbench.kmeans (torch Lloyd) vs faiss.Kmeans, same initial centroids, then every row assigned:", "",
+                  "| n | d | K | rows fitted | iterations | ours (s) | faiss (s) | ours / faiss | MSE ours | MSE faiss |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['n']:,} | {r['d']} | {r['K']} | {r['fit_rows']:,} | {r['iters']} | {r['ours_s']:.2f} | {r['faiss_s']:.2f} | "
+                  f"{r['ours_s'] / r['faiss_s']:.2f} | {r['ours_mse']:.4f} | {r['faiss_mse']:.4f} |" for r in km]
     (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -194,14 +259,16 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--step-n", type=int, nargs="*", default=[10 ** 6])
+    p.add_argument("--kmeans-n", type=int, nargs="*", default=[10 ** 6], help="k-means comparison sizes (needs faiss)")
     p.add_argument("--name", default="selectors")
     a = p.parse_args()
     OUT.mkdir(exist_ok=True)
     meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__}
     rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
     steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
-    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps}, indent=1))
-    render(rows, steps, a.name, meta)
+    km = [r for n in a.kmeans_n for r in kmeans_compare(n, a.d)]
+    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps, "kmeans": km}, indent=1))
+    render(rows, steps, km, a.name, meta)
 
 
 if __name__ == "__main__":
