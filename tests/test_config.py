@@ -159,3 +159,22 @@ def test_scale_method_patterns(tmp_path):
     base["methods"]["s_*"] = {"head": "softmax"}
     with pytest.raises(ConfigError, match="method name"):
         load_experiment(_write(tmp_path, "t", base))
+
+
+def test_a_method_needing_a_missing_library_is_left_out_and_said(tmp_path, monkeypatch):
+    """A selector that `requires` a library that is not installed: its runs are left out of the
+    resolved experiment (so of the DAG, tables and claims) with the reason and install command, and
+    the caption says so; the other methods are untouched."""
+    from xcbench.reporting.captions import footer
+    from xcbench.selectors.ann import FaissIVF
+
+    monkeypatch.setattr(FaissIVF, "requires", "surely_not_installed_lib")
+    exp = {"paper": "p", "artifact": "t", "title": "t", "task": "faces", "datasets": ["a"], "seeds": [0],
+           "render": {"kind": "table", "renderer": "metric_table"},
+           "methods": {"full": {"head": "full_softmax"},
+                       "ivf": {"label": "IVF", "head": "selective_softmax", "params": {"selector": "faiss_ivf"}}}}
+    res = resolve_experiment(load_experiment(_write(tmp_path, "t", exp)), "paper")
+    assert list(res["methods"]) == ["full"] and "surely_not_installed_lib" in res["unavailable"]["ivf"]
+    assert "Not run here: IVF: needs surely_not_installed_lib" in footer(res, {})
+    monkeypatch.setattr(FaissIVF, "requires", None)
+    assert list(resolve_experiment(load_experiment(tmp_path / "t.yaml"), "paper")["methods"]) == ["full", "ivf"]

@@ -15,6 +15,7 @@ Probe tasks that train nothing (timings, statistics, kernel fits) are left to th
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import inspect
 from pathlib import Path
 
@@ -91,6 +92,24 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
         if key in train:
             errs += _lookup(f"{where}.train.{key}", registry, train[key])[1]
     return errs
+
+
+EXTRAS = {"faiss": "ann"}  # optional library -> the package extra that installs it
+
+
+def unavailable(methods: dict[str, dict]) -> dict[str, str]:
+    """{method: why it cannot run here} for methods whose head, sampler or selector `requires` an
+    optional library that is not installed (e.g. faiss_ivf without the `ann` extra)."""
+    out = {}
+    for m, spec in methods.items():
+        params = spec.get("params") or {}
+        classes = [_lookup("", HEADS, spec.get("head", ""))[0]]
+        classes += [_lookup("", reg, params[key])[0] for key, (reg, _) in NESTED.items() if key in params]
+        for cls in classes:
+            lib = getattr(cls, "requires", None)
+            if lib and importlib.util.find_spec(lib) is None:
+                out[m] = f"needs {lib}: pip install -e \".[{EXTRAS.get(lib, lib)}]\""
+    return out
 
 
 def check_experiment(exp: dict, source: str) -> None:

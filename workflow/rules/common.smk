@@ -51,6 +51,8 @@ def experiment(paper, artifact, scale=SCALE):
     loaded, resolved and checked once (every train job's input functions ask for it; callers only read it)."""
     exp = resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
     check_experiment(exp, experiment_file(paper, artifact))
+    for m, why in exp.get("unavailable", {}).items():  # an optional library is missing: said once, never an error
+        print(f"xcbench: {paper}/{artifact}: {m} is not run ({why})", file=sys.stderr)
     return exp
 
 

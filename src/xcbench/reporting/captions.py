@@ -142,6 +142,8 @@ def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = No
 def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
     parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue, recs),
              run_status(exp, recs)]
+    if exp.get("unavailable"):
+        parts.append("Not run here: " + "; ".join(exp["unavailable"].values()) + ".")
     subs = substitutions(exp, catalogue)
     if subs:
         parts.append("Substitutions: " + "; ".join(subs) + ".")

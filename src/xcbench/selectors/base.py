@@ -26,6 +26,7 @@ from torch import nn
 
 class Selector(nn.Module):
     needs_index = False
+    requires: str | None = None  # an optional library (module name) the selector needs, e.g. "faiss"
 
     def __init__(self, n_classes: int) -> None:
         super().__init__()
