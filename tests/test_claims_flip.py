@@ -17,7 +17,7 @@ def _setting(paper: str, c: dict):
     """The first scale (and dataset) at which every method of the claim runs."""
     for scale in SCALES:
         exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / paper / f"{c['artifact']}.yaml"), scale)
-        sides = [s for s in (c["left"], c["right"]) if "value" not in s]
+        sides = [c["left"], c["right"]]
         names = [m for s in sides for m in side_methods(s, exp)]
         datasets = [s["dataset"] for s in sides if "dataset" in s] or exp["datasets"]
         if names and all(m in exp["methods"] for m in names) and all(d in exp["datasets"] for d in datasets):
@@ -28,8 +28,6 @@ def _setting(paper: str, c: dict):
 def _recs(c: dict, exp: dict, datasets: list[str], left: float, right: float) -> list[dict]:
     recs = []
     for side, v in ((c["left"], left), (c["right"], right)):
-        if "value" in side:
-            continue
         for d in ([side["dataset"]] if "dataset" in side else datasets):
             recs += [{"dataset": d, "method": m, "metrics": {side["metric"]: v}} for m in side_methods(side, exp)]
     return recs
@@ -41,7 +39,7 @@ def test_each_claim_flips_when_one_number_crosses_its_threshold(paper, claim):
     if exp is None:
         pytest.skip("its methods run together at no scale")
     factor, offset = float(claim.get("factor", 1.0)), float(claim.get("offset", 0.0))
-    right = claim["right"].get("value", 10.0)
+    right = 10.0
     bound = factor * right + offset
     below = claim["op"] in ("<", "<=")
     good, bad = (bound - abs(bound) * 0.5 - 1, bound + abs(bound) * 0.5 + 1) if below else \

@@ -60,10 +60,10 @@ def test_claims_verdicts(results, tmp_path):
     claims = {"paper": "p", "claims": [
         {"id": "a", "text": "m1 beats m2", "artifact": "t", "left": {"method": "m1", "metric": "P@1"}, "op": ">",
          "right": {"method": "m2", "metric": "P@1"}, "paper": "1.0 vs 0.5"},
-        {"id": "b", "text": "m1 above 0.3", "artifact": "t", "left": {"method": "m1", "metric": "P@1", "dataset": "d1"},
-         "op": ">", "right": {"value": 0.65}},
-        {"id": "c", "text": "m1 within 0.1 of 0.65", "artifact": "t", "op": ">", "right": {"value": 0.65},
-         "left": {"method": "m1", "metric": "P@1", "dataset": "d1"}, "offset": -0.1},
+        {"id": "b", "text": "m1 above 1.6 m2", "artifact": "t", "left": {"method": "m1", "metric": "P@1", "dataset": "d1"},
+         "op": ">", "right": {"method": "m2", "metric": "P@1", "dataset": "d1"}, "factor": 1.6},
+        {"id": "c", "text": "m1 within 0.1 of 1.6 m2", "artifact": "t", "op": ">", "factor": 1.6, "offset": -0.1,
+         "right": {"method": "m2", "metric": "P@1", "dataset": "d1"}, "left": {"method": "m1", "metric": "P@1", "dataset": "d1"}},
         {"id": "d", "text": "a method this scale does not run", "artifact": "t", "op": ">",
          "left": {"method": "m1", "metric": "P@1", "dataset": "d1"}, "right": {"methods": ["m2", "m9"], "metric": "P@1"}},
     ]}
@@ -72,7 +72,7 @@ def test_claims_verdicts(results, tmp_path):
     verdicts = [(r["id"], r["dataset"], r["verdict"]) for r in res["rows"]]
     assert verdicts == [("a", "d1", "held"), ("a", "d2", "not run"), ("b", "d1", "not held"), ("c", "d1", "held"),
                         ("d", "d1", "not at this scale")]
-    assert res["rows"][-2]["ours"].endswith("> 0.65 - 0.1")
+    assert res["rows"][-2]["ours"].endswith("> 1.6 × 0.4 - 0.1")
     kept = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", results, "quick", only={"t"})  # a kept tree
     assert [(r["id"], r["dataset"]) for r in kept["rows"]] == [("a", "d1"), ("b", "d1"), ("c", "d1")] and kept["kept"]
 

@@ -1,7 +1,7 @@
 """Check a paper's qualitative claims against our cached results.
 
 `config/claims/<paper>.yaml` lists claims of the form  left OP factor * right + offset, where each side is
-{method, metric[, dataset]} (mean over seeds) or {value: number}. A claim without a dataset is
+{method, metric[, dataset]} (mean over seeds). A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held (", partial: no run of ..." when
 a side's runs are only partly there: evaluated over those present) / not run (results missing) /
@@ -32,10 +32,11 @@ REDUCE = {"min": min, "max": max}
 
 
 def side_methods(side: dict, exp: dict) -> list[str]:
-    """The methods a side names: `method`, `methods`, or every method `tagged` so (of one `encoder`)."""
+    """The methods a side names: `method`, `methods`, or every method `tagged` with all the given tags
+    (a method's encoder name counts as one of its tags: `tagged: [static, SASRec]`)."""
     if "tagged" in side:
-        return [m for m, spec in exp["methods"].items() if side["tagged"] in spec.get("tags", [])
-                and ("encoder" not in side or method_encoder(exp, m) == side["encoder"])]
+        want = {side["tagged"]} if isinstance(side["tagged"], str) else set(side["tagged"])
+        return [m for m, spec in exp["methods"].items() if want <= {*spec.get("tags", []), method_encoder(exp, m)}]
     return list(side.get("methods", [side.get("method")]))
 
 
@@ -49,8 +50,6 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
     """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
     several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
     the absent ones are appended to `missing` (the row is then `partial`); None if none is there."""
-    if "value" in side:
-        return float(side["value"])
     vals = []
     for m in side_methods(side, exp or {"methods": {}}):
         a = aggregate(recs, side.get("dataset", dataset), m, side["metric"])
@@ -63,8 +62,6 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
 
 
 def _describe(side: dict, exp: dict) -> str:
-    if "value" in side:
-        return str(side["value"])
     labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
@@ -78,7 +75,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
         missing: list[str] = []
         lv, rv = _side(c["left"], recs, d, missing, exp), _side(c["right"], recs, d, missing, exp)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-        used = [m for side in (c["left"], c["right"]) if "value" not in side for m in side_methods(side, exp)]
+        used = [m for side in (c["left"], c["right"]) for m in side_methods(side, exp)]
         if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
             continue  # a method the experiment runs on other datasets only (a face sweep beside a text column)
         if d not in exp["datasets"] or any(m not in exp["methods"] for m in used):
