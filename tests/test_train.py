@@ -150,3 +150,20 @@ def test_cli_train_logs_one_line_per_epoch_and_where_results_went(tiny_xmc, tmp_
     lines = [line for line in r.stderr.splitlines() if "synthetic-xmc-tiny/full_softmax epoch" in line]
     assert len(lines) == 2 and "epoch 2/2" in lines[1] and "val_P@1=" in lines[1] and "ETA" in lines[1]
     assert f"results: {out / 'metrics.json'}" in r.stdout.splitlines()[-1]
+
+
+def test_a_job_process_trains_without_importing_dynamo():
+    """configure_process marks the optimizer bookkeeping as not compiled, so a LazyAdam job never
+    imports torch._dynamo (1.5 s of CPU per process); the steps are unchanged."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from xcbench.runtime import configure_process\n"
+            "configure_process(1)\n"
+            "from xcbench.optim.lazy_adam import LazyAdam\n"
+            "m = torch.nn.Linear(4, 3); o = LazyAdam(m.parameters(), lr=0.1)\n"
+            "m(torch.ones(2, 4)).sum().backward(); o.step(); o.zero_grad(); o.load_state_dict(o.state_dict())\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
