@@ -14,9 +14,13 @@ from xcbench.reporting.collect import expected_runs, run_location
 
 validate(config, schema=str(SCHEMAS / "config.schema.yaml"))
 
-# the interpreter running snakemake (a bare `python` may be another one), resolved: `python` and `python3`
-# name one binary, and a param that changed with the name would rerun every job
+# the interpreter running snakemake (a bare `python` may be another one), resolved through symlinks so that
+# `python` and `python3` give one command (a changed command would rerun every job), but never out of its
+# environment: a virtual environment's python links to the base interpreter, whose packages would then run
+# the jobs instead of the environment's; there it is the environment's bin/python
 PY = os.path.realpath(sys.executable)
+if not PY.startswith(os.path.realpath(sys.prefix) + os.sep):
+    PY = os.path.join(sys.prefix, "bin", "python") if os.path.exists(os.path.join(sys.prefix, "bin", "python")) else sys.executable
 ENV = "../envs/xcbench.yaml"  # for --lint and --sdm conda users; ignored otherwise
 SCALE = config["scale"]
 DATA = config["data"]["root"]
@@ -52,8 +56,13 @@ def experiment(paper, artifact, scale=SCALE):
     exp = resolve_experiment(load_experiment(experiment_file(paper, artifact)), scale)
     check_experiment(exp, experiment_file(paper, artifact))
     for m, why in exp.get("unavailable", {}).items():  # an optional library is missing: said once, never an error
-        print(f"xcbench: {paper}/{artifact}: {m} is not run ({why})", file=sys.stderr)
+        if (paper, m, why) not in SAID:
+            SAID.add((paper, m, why))
+            print(f"xcbench: {paper}: {m} is not run ({why})", file=sys.stderr)
     return exp
+
+
+SAID = set()  # (paper, method, reason) already printed
 
 
 def artifacts_of(paper):
