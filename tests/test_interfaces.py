@@ -216,7 +216,7 @@ def test_cascade_tables_differ_from_their_parents_only_in_features_and_text(tabl
         a = resolve_experiment(load_experiment(d / f"{table}.yaml"), scale)
         b = resolve_experiment(load_experiment(d / f"{table}_cascade.yaml"), scale)
         differ = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-        assert differ == {"artifact", "title", "notes", "features", "extends"}
+        assert differ == {"artifact", "title", "notes", "features", "extends", "source"}
         assert b["features"]["extractor"] == "label_svd"
 
 

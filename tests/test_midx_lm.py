@@ -81,8 +81,9 @@ def _results(tmp_path, exp, values):
 EXP = {"paper": "p", "artifact": "t", "title": "T", "scale": "quick", "datasets": ["d"], "seeds": [0],
        "task": {"name": "lm", "params": {}}, "train": {"epochs": 1, "batch_size": 2, "lr": 0.1},
        "model": {"encoder": "A", "encoders": {"A": {"name": "identity"}, "B": {"name": "identity"}}},
-       "methods": {"a_x": {"label": "X", "head": "h"}, "a_y": {"label": "Y", "head": "h"},
-                   "b_x": {"label": "X", "head": "h", "model": {"encoder": "B"}}}}
+       "methods": {"a_x": {"label": "X", "head": "h"}, "a_y": {"label": "Y", "head": "h", "train": {"lr": 0.2}},
+                   "b_x": {"label": "X", "head": "h", "model": {"encoder": "B"}}}}  # distinct settings: runs of
+# equal settings would be one run (collect.run_location)
 
 
 def test_metric_table_groups_columns_by_encoder(tmp_path, catalogue):
@@ -178,18 +179,18 @@ def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
     to the experiment is all it takes to enter 'below every static sampler'."""
     exp = {k: v for k, v in EXP.items() if k != "scale"}
     exp["render"] = {"kind": "table", "renderer": "metric_table"}
-    exp["methods"] = {**exp["methods"], "a_y": {"label": "Y", "head": "h", "tags": ["static"]}}
+    exp["methods"] = {**exp["methods"], "a_y": {"label": "Y", "head": "h", "tags": ["static"], "train": {"lr": 0.2}}}
     claims = {"paper": "p", "claims": [
         {"id": "below_static", "text": "X below every static sampler", "artifact": "t",
          "left": {"method": "a_x", "metric": "ppl"}, "op": "<",
-         "right": {"tagged": "static", "encoder": "A", "reduce": "min", "metric": "ppl"}}]}
+         "right": {"tagged": ["static", "A"], "reduce": "min", "metric": "ppl"}}]}
     write_yaml(tmp_path / "c.yaml", claims)
     res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 20.0}, ("d", "a_z"): {"ppl": 5.0},
                                    ("d", "b_x"): {"ppl": 1.0}})
     write_yaml(tmp_path / "exps" / "t.yaml", exp)
     assert evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]["verdict"] == "held"
-    exp["methods"]["a_z"] = {"label": "Z", "head": "h", "tags": ["static"]}  # one YAML entry: now in the claim
-    exp["methods"]["b_x"]["tags"] = ["static"]  # another encoder: not in an `encoder: A` side
+    exp["methods"]["a_z"] = {"label": "Z", "head": "h", "tags": ["static"], "train": {"lr": 0.3}}  # one entry: in the claim
+    exp["methods"]["b_x"]["tags"] = ["static"]  # another encoder: not in a side tagged [static, A]
     write_yaml(tmp_path / "exps" / "t.yaml", exp)
     row = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]
     assert row["verdict"] == "not held" and row["ours"] == "10 < 5"
