@@ -17,6 +17,7 @@ import difflib
 import fnmatch
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout (config/, results/); 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"  # package data: found in a checkout and in a wheel
 CATALOGUE = Path(__file__).resolve().parent / "datasets.yaml"  # config/datasets.yaml links here
 SCALES = ("tiny", "quick", "paper")
+METHOD_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a run's name (a path); a scale's overrides may also use patterns
 
 
 class ConfigError(ValueError):
@@ -93,7 +95,7 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
     exp = read_yaml(path)
     validate(exp, "experiment.schema.yaml", path)
-    bad = [m for m in (exp.get("methods") or {}) if isinstance(exp["methods"], dict) and any(c in m for c in "*?[]!")]
+    bad = [m for m in exp["methods"] if not METHOD_NAME.fullmatch(m)] if isinstance(exp.get("methods"), dict) else []
     if bad:
         raise ConfigError(f"{path}: methods.{bad[0]}: a method name may hold letters, digits, '_', '.', '-' only "
                           "(patterns such as `gru_*` select methods in a scale's `methods:` overrides)")
@@ -137,19 +139,24 @@ def _layer(parent: dict, child: dict) -> dict:
     return {**out, **({"scales": scales} if scales else {})}
 
 
+def _is_pattern(key: str) -> bool:
+    """An fnmatch pattern (`gru_*`, `*_[25]`), not a method name."""
+    return any(c in key for c in "*?[")
+
+
 def _expand_patterns(over: dict, known: dict, where: str) -> dict:
     """A scale's method overrides keyed by a pattern (`"gru_*": {...}`, fnmatch) apply to every method
     it matches, before the overrides named exactly (which win); a pattern matching nothing is an error."""
     out: dict = {}
     for key, spec in over.items():
-        if any(c in key for c in "*?["):
+        if _is_pattern(key):
             hits = fnmatch.filter(known, key)
             if not hits:
                 raise ConfigError(f"{where}.methods.{key}: the pattern matches none of the methods {list(known)}")
             for m in hits:
                 out[m] = deep_merge(out.get(m, {}), spec or {})
     for key, spec in over.items():
-        if not any(c in key for c in "*?["):
+        if not _is_pattern(key):
             out[key] = deep_merge(out.get(key, {}), spec or {})
     return out
 
