@@ -94,7 +94,8 @@ def cmd_train(args) -> None:
                      dataset=args.dataset)
     m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
     print({k: round(v, 4) for k, v in m["metrics"].items()})
-    print(f"results: {Path(args.out) / 'metrics.json'} (per epoch: history.csv, settings: config.resolved.yaml)")
+    rows = "per epoch" if task.trains else "one row per measured value"
+    print(f"results: {Path(args.out) / 'metrics.json'} ({rows}: history.csv, settings: config.resolved.yaml)")
 
 
 def cmd_render(args) -> None:

@@ -89,8 +89,14 @@ def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out
     from xcbench.train import run_record, history_csv
     from xcbench.io import write_json, write_text
 
+    import logging
+
+    log, label = logging.getLogger("xcbench.train"), f"{dataset}/{method}"
+    log.info("%s measures %s (a measurement: nothing is trained, so no epochs)", label, exp["task"]["name"])
     t0 = time.perf_counter()
     values = task.measure(exp["methods"][method], seed)
+    log.info("%s measured in %.1f s: %s", label, time.perf_counter() - t0,
+             " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
     metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0,
                **run_record(exp, dataset, method, seed, device)}
     write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
