@@ -14,7 +14,8 @@ the labels alone). PCA's and k-means' precision counts their whole group (hundre
 classes per example, see "selected"), an upper bound of what survives the cap. Selection time: `select` of the batch with
 that quota (the union of the per-example selections with the labels), median of `--repeats` after one
 warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each forest is queried
-with both re-rankings of the pooled classes: the text's cosine and the response w . h.
+with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
+(pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells.
 
     python benchmarks/selectors.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
     python benchmarks/selectors.py --n 10000 --repeats 2 --name selectors_small
@@ -65,6 +66,11 @@ def has_faiss() -> bool:
     return True
 
 
+def POOLS(n: int) -> tuple[int, ...]:
+    """HF walks: the paper's (1) and ones stopped at pool x q classes (selectors/forest.py)."""
+    return (1, 8, 32) if n >= 10 ** 6 else (1, 8)
+
+
 def configs(n: int) -> list[tuple[str, str, dict]]:
     out = [("optimal", "optimal", {}), ("random", "random", {})]
     out += [(f"pca_hash bits={b}", "pca_hash", {"bits": b}) for b in (8, 12, 16)]
@@ -112,10 +118,11 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
         if sel.needs_index:
             sel.update(W, torch.Generator().manual_seed(2))
         build = time.perf_counter() - t0
-        for rerank in (("cosine", "inner") if name == "hf" else (None,)):  # one forest, both re-rankings
+        variants = [(r, pl) for pl in POOLS(n) for r in ("cosine", "inner")] if name == "hf" else [(None, 1)]
+        for rerank, pool in variants:  # one forest: both re-rankings, the paper's walk and larger pools
             if rerank:
-                sel.rerank = rerank
-            tag = f"{label} {rerank}" if rerank else label
+                sel.rerank, sel.pool = rerank, pool
+            tag = (f"{label} {rerank}" + (f" pool={pool}" if pool > 1 else "")) if rerank else label
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
             prec = per_example_hits(sel, name, h, y, top, q).double().mean().item()
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,

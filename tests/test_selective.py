@@ -354,6 +354,36 @@ def test_dense_and_flat_pooling_select_the_same_classes(Q):
     assert pairs(dense) == pairs(flat) and len(pairs(dense)) == 9 * Q
 
 
+@pytest.mark.parametrize("pool", [1, 4])
+def test_pool_reranks_the_cells_reached_at_pool_times_Q_classes(pool):
+    """Brute force: per example, the top-Q by cosine of the union of the L cells on its walks
+    stopped at the deepest node with >= pool x Q classes."""
+    W, g = clustered(C=800)
+    sel = SELECTORS.get("hf")(len(W), trees=4, leaf=4, pool=pool)
+    sel.update(W, torch.Generator().manual_seed(0))
+    h = torch.randn(7, W.shape[1], generator=g)
+    Q, f, x = 6, sel.forest, F.normalize(h, dim=1)
+    rows, cls = sel.per_example(h, Q)
+    for b in range(len(h)):
+        walk = torch.zeros(len(W), dtype=torch.bool)
+        for l in range(4):
+            v = int(f.roots[l])
+            while f.left[v] >= 0:
+                child = int(f.left[v] if float(x[b] @ f.normal[v]) >= float(f.thr[v]) else f.right[v])
+                if int(f.size[child]) < pool * Q:
+                    break
+                v = child
+            walk[f.order[int(f.start[v]):int(f.start[v]) + int(f.size[v])]] = True
+        cand = torch.nonzero(walk).squeeze(1)
+        want = cand[torch.topk(F.normalize(W[cand], dim=1) @ x[b], Q).indices]
+        assert sorted(cls[rows == b].tolist()) == sorted(want.tolist())
+
+
+def test_pool_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="pool"):
+        SELECTORS.get("hf")(10, pool=0)
+
+
 def test_inner_rerank_ranks_the_pool_by_response():
     W, g = clustered(C=300)
     W = W * (1 + torch.rand(len(W), 1, generator=g))             # rows of different norms
