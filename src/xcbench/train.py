@@ -149,7 +149,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         model.eval()
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     nb = task.n_train_batches(bs)
-    label = f"{out_dir.parent.parent.name}/{out_dir.parent.name}"  # <dataset>/<method> of .../<dataset>/<method>/seedK
+    label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
+             else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
     for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
         t0 = time.perf_counter()
         lr = sched.lr_at(epoch, epochs)
