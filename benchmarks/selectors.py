@@ -71,13 +71,25 @@ def POOLS(n: int) -> tuple[int, ...]:
     return (1, 8, 32) if n >= 10 ** 6 else (1, 8)
 
 
+NPROBES = (4, 8, 32)
+
+
+def variants(name: str, n: int) -> list[dict]:
+    """Query-time settings tried on one built structure: HF's re-rankings and pools, faiss's nprobe."""
+    if name == "hf":
+        return [{"rerank": r, "pool": p} for p in POOLS(n) for r in ("cosine", "inner")]
+    if name == "faiss_ivf":
+        return [{"nprobe": p} for p in NPROBES]
+    return [{}]
+
+
 def configs(n: int) -> list[tuple[str, str, dict]]:
     out = [("optimal", "optimal", {}), ("random", "random", {})]
     out += [(f"pca_hash bits={b}", "pca_hash", {"bits": b}) for b in (8, 12, 16)]
     out += [("kmeans 1024", "kmeans", {"clusters": 1024, "iters": 5})]
     if has_faiss():  # the library index a practitioner would use (the `ann` extra)
-        out += [(f"faiss_ivf nlist=1024 nprobe={p}", "faiss_ivf", {"nlist": 1024, "nprobe": p}) for p in (4, 8, 32)]
-    if n >= 10 ** 6:  # a build grows every tree over all n rows (minutes on 2 cores): fewer settings
+        out += [("faiss_ivf nlist=1024", "faiss_ivf", {"nlist": 1024})]  # one index, searched at every NPROBES
+    if n >= 10 ** 6:  # a build grows every tree over all n rows (a minute per 5 trees, one thread): fewer settings
         return out + [(f"hf L={L} leaf=64", "hf", {"trees": L, "leaf": 64}) for L in (5, 10)]
     for L in (5, 10, 20, 50):
         out += [(f"hf L={L} leaf={leaf}", "hf", {"trees": L, "leaf": leaf}) for leaf in (16, 64)]
@@ -118,11 +130,13 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
         if sel.needs_index:
             sel.update(W, torch.Generator().manual_seed(2))
         build = time.perf_counter() - t0
-        variants = [(r, pl) for pl in POOLS(n) for r in ("cosine", "inner")] if name == "hf" else [(None, 1)]
-        for rerank, pool in variants:  # one forest: both re-rankings, the paper's walk and larger pools
-            if rerank:
-                sel.rerank, sel.pool = rerank, pool
-            tag = (f"{label} {rerank}" + (f" pool={pool}" if pool > 1 else "")) if rerank else label
+        for var in variants(name, n):  # one structure, queried several ways
+            for k, v in var.items():
+                setattr(sel, k, v)
+            if name == "faiss_ivf":
+                sel.index.nprobe = sel.nprobe
+            tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
+                                      if not (k == "pool" and v == 1)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
             prec = per_example_hits(sel, name, h, y, top, q).double().mean().item()
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
@@ -136,7 +150,7 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
 STEP_SELECTORS = {  # one setting per selector family for the training-step comparison (M = 1%)
     "optimal": ("optimal", {}), "random": ("random", {}), "pca_hash": ("pca_hash", {"bits": 12, "rebuild_every": None}),
     "kmeans": ("kmeans", {"clusters": 1024, "iters": 5, "rebuild_every": None}),
-    "hf": ("hf", {"trees": 5, "leaf": 64, "rebuild_every": None, "rerank": "inner"}),
+    "hf": ("hf", {"trees": 5, "leaf": 64, "rebuild_every": None, "rerank": "inner", "pool": 8}),
     "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
 }
 
