@@ -17,8 +17,8 @@ at the deepest node holding at least r Q classes, so each tree contributes a lar
 query to the re-ranked pool (r = 1 is the paper's walk). The classes pooled over the L trees are re-ranked by cosine to the query
 and the Q closest are the example's selection (`rerank: inner` ranks the pool by the response w_c . x
 instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
-The pooled cells are padded into a (B, L x largest cell) tensor when the cells are of similar size
-(`_pool_dense`), else handled as flat (query, class) pairs (`_pool_flat`); both give the same selection.
+The pooled cells are handled as flat (query, class) pairs: a padded (B, L x largest cell, d) tensor
+was 3-7x slower at 10^4-3x10^5 classes and took gigabytes for large cells.
 
 All L trees live in flat arrays and grow together, one level at a time; the descent runs for every
 (example, tree) pair at once, one tensor operation per level. For C <= GRAM_MAX the projections
@@ -138,36 +138,10 @@ class Forest:
         """Per query the Q pooled classes of highest cosine (with `norms`, of highest response
         |w_c| cos = w_c . x / |x|) among the cells reached by walks that stop at pool x Q classes:
         flat (query row, class id) pairs, by row."""
-        node = self.descend(x, pool * Q)                                                        # (B, L)
-        n = self.size[node]
-        if len(x) * node.shape[1] * int(n.max()) <= 4 * int(n.sum()):  # cells of similar size: padded tensors
-            return self._pool_dense(x, node, Q, norms)
-        return self._pool_flat(x, node, Q, norms)
+        return self._pool(x, self.descend(x, pool * Q), Q, norms)                            # nodes (B, L)
 
-    def _pool_dense(self, x: torch.Tensor, node: torch.Tensor, Q: int,
-                    norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        B, L = node.shape
-        n, P = self.size[node], int(self.size[node].max())
-        offs = torch.arange(P, device=x.device)
-        ids = self.order[(self.start[node].unsqueeze(-1) + offs).clamp(max=len(self.order) - 1)]   # (B, L, P)
-        ids = torch.where(offs < n.unsqueeze(-1), ids, -1).reshape(B, L * P)
-        ids = ids.sort(1).values
-        ids[:, 1:] = torch.where(ids[:, 1:] == ids[:, :-1], -1, ids[:, 1:])                  # pooled, deduplicated
-        uc, inv = torch.unique(ids.clamp(min=0), return_inverse=True)
-        if len(uc) <= 8 * ids.shape[1]:  # few distinct classes in the batch: one BLAS product beats gathered rows
-            cos = (x @ self.U.index_select(0, uc).T).gather(1, inv)
-        else:
-            cos = torch.bmm(_rows(self.U, ids.clamp(min=0)), x.unsqueeze(2)).squeeze(2)
-        if norms is not None:
-            cos = cos * norms[ids.clamp(min=0)]
-        cos = cos.masked_fill(ids < 0, -torch.inf)
-        top = cos.topk(min(Q, cos.shape[1]), dim=1)
-        keep = top.values > -torch.inf
-        rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(keep)
-        return rows[keep], ids.gather(1, top.indices)[keep]
-
-    def _pool_flat(self, x: torch.Tensor, node: torch.Tensor, Q: int,
-                   norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pool(self, x: torch.Tensor, node: torch.Tensor, Q: int,
+              norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         node = node.reshape(-1)                                                                 # (B L,)
         L = len(self.roots)
         row = torch.arange(len(x), device=x.device).repeat_interleave(L)
