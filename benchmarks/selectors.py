@@ -133,8 +133,6 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
         for var in variants(name, n):  # one structure, queried several ways
             for k, v in var.items():
                 setattr(sel, k, v)
-            if name == "faiss_ivf":
-                sel.index.nprobe = sel.nprobe
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
                                       if not (k == "pool" and v == 1)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)

@@ -203,9 +203,14 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             "memory": memory_report(model, opt, device), "head": last, "cut_short_after_epoch": cut_short}
 
 
+def format_values(values: dict) -> str:
+    """`k=v` pairs for a log line, numbers to 4 significant digits."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in values.items())
+
+
 def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
     """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent)."""
-    vals = " ".join(f"{k}={v:.4g}" for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float)))
+    vals = format_values({k: v for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float))})
     eta = (epochs - rec["epoch"]) * s_per_epoch
     LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
              rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)

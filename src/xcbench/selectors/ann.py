@@ -47,10 +47,10 @@ class FaissIVF(IndexedSelector):
         index.cp.seed = int(torch.randint(0, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item())
         index.train(X)
         index.add(X)
-        index.nprobe = min(self.nprobe, nlist)
         self.index, self._quantizer = index, quantizer  # the quantizer must outlive the index
 
     def candidates(self, h, y, q, gen):
+        self.index.nprobe = min(self.nprobe, self.index.nlist)  # read at every search: nprobe may change
         _, I = self.index.search(np.ascontiguousarray(h.detach().float().cpu().numpy()), q)  # (B, q)
         ids = torch.from_numpy(I).to(h.device)
         return torch.where(ids >= 0, ids, y.unsqueeze(1).expand_as(ids))  # fewer than q found: pad with the label

@@ -86,18 +86,16 @@ class Probe(Task):
 def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device) -> dict:
     """What a measurement task's DAG job does: `task.measure(spec, seed)`, then the result folder
     (metrics.json, history.csv) like a training run's."""
-    from xcbench.train import run_record, history_csv
+    from xcbench.train import LOG, format_values, run_record, history_csv
     from xcbench.io import write_json, write_text
 
-    import logging
-
-    log, label = logging.getLogger("xcbench.train"), f"{dataset}/{method}"
-    log.info("%s measures %s (a measurement: nothing is trained, so no epochs)", label, exp["task"]["name"])
+    label = f"{dataset}/{method}"
+    LOG.info("%s measures %s (a measurement: nothing is trained, so no epochs)", label, exp["task"]["name"])
     t0 = time.perf_counter()
     values = task.measure(exp["methods"][method], seed)
-    log.info("%s measured in %.1f s: %s", label, time.perf_counter() - t0,
-             " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
-    metrics = {"metrics": values, "wall_time_s": time.perf_counter() - t0,
+    wall = time.perf_counter() - t0
+    LOG.info("%s measured in %.1f s: %s", label, wall, format_values(values))
+    metrics = {"metrics": values, "wall_time_s": wall,
                **run_record(exp, dataset, method, seed, device)}
     write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
     write_json(Path(out_dir) / "metrics.json", metrics)
