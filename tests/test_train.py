@@ -167,3 +167,33 @@ def test_a_job_process_trains_without_importing_dynamo():
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_run_cut_inside_an_epoch_resumes_to_identical_metrics(tiny_xmc, tiny_exp, tmp_path):
+    """checkpoint_minutes = 0 (any positive interval elapsed): a checkpoint after every batch of a
+    resumable head; cut after 40% of epoch 2, the resumed run redraws epoch 2's order, skips the done
+    batches and ends where the uninterrupted run does; --finish there records the fraction."""
+    tiny_exp["train"]["checkpoint_minutes"] = 1e-9
+    full = _run(tiny_xmc, tiny_exp, tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt, match="in epoch 2"):
+        _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=1.4)
+    ck = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
+    assert ck["epoch"] == 1 and ck["step"] > 0
+    resumed = _run(tiny_xmc, tiny_exp, tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_xmc, tiny_exp, tmp_path / "fin", interrupt_after=1.4)
+    tiny_exp["train"]["finish"] = True
+    m = _run(tiny_xmc, tiny_exp, tmp_path / "fin")
+    assert 1 < m["cut_short_after_epoch"] < 2 and m["epochs"] == 1
+
+
+def test_only_heads_without_hooks_resume_inside_an_epoch():
+    """`resumes_mid_epoch` promises no state outside the parameters: such a head overrides no hook."""
+    from xcbench.heads.base import Head
+    from xcbench.registry import HEADS
+
+    marked = [c for c in map(HEADS.get, HEADS.names()) if c.resumes_mid_epoch]
+    assert marked, "the full softmax at least resumes inside an epoch"
+    for c in marked:
+        assert c.on_epoch_start is Head.on_epoch_start and c.after_step is Head.after_step, c.__name__

@@ -87,8 +87,8 @@ def cmd_train(args) -> None:
                           f"{args.seed} at scale {args.scale} (a stale target?); this method runs on "
                           f"{', '.join(on) or 'no dataset'} with seeds {exp['seeds']}")
     device = pick_device(args.device)
-    if args.finish:
-        exp["train"] = {**exp.get("train", {}), "finish": True}
+    exp["train"] = {**exp.get("train", {}), "checkpoint_minutes": args.checkpoint_minutes,
+                    **({"finish": True} if args.finish else {})}
     entry = _entry(args)
     task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
                      dataset=args.dataset)
@@ -229,7 +229,9 @@ def parser() -> argparse.ArgumentParser:
          opt("--threads", "torch intra-op threads (default: torch's own, all cores); the DAG passes its rule's "
              "threads", type=int, default=None),
          opt("--finish", "end a run cut short (time limit) at its last checkpointed epoch: test the selected epoch "
-             "and write the result; metrics.json says so", action="store_true"))
+             "and write the result; metrics.json says so", action="store_true"),
+         opt("--checkpoint-minutes", "also checkpoint inside an epoch every this many minutes, for heads that can "
+             "resume there (full softmax, OvA); 0: at epoch ends only (default %(default)s)", type=float, default=30.0))
     verb("render", cmd_render, O, EXP, SCALE, RES)
     verb("claims", cmd_claims, O, opt("--claims", "claims file, config/claims/<paper>.yaml", required=True),
          opt("--experiments", "folder of the paper's experiment files", required=True), SCALE, RES)

@@ -265,7 +265,7 @@ def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:
     return name, {**base, **(own.get("params") or {})}
 
 
-NOT_SPEC = ("finish",)  # train keys that do not change what is trained
+NOT_SPEC = ("finish", "checkpoint_minutes")  # train keys that do not change what is trained (set by the CLI)
 
 
 def run_spec(exp: dict, dataset: str, method: str, seed: int) -> dict:

@@ -7,7 +7,11 @@ composite loss (`train_loss_main`, `train_loss_aux`), append to the history, upd
 selection (`select:`, selection.py) and save a checkpoint atomically. A rerun finds the
 checkpoint and resumes after the last finished epoch with identical model, optimizer, generators,
 global-RNG and selection state (the best epoch's weights included), so an interrupted run resumed
-gives the same final metrics as an uninterrupted one. `test` is evaluated on the selected epoch
+gives the same final metrics as an uninterrupted one. Epochs longer than `checkpoint_minutes` (train
+key, set by `xcbench train --checkpoint-minutes`, not part of the run spec) also checkpoint inside the
+epoch when the head keeps no state outside its parameters (`Head.resumes_mid_epoch`): the epoch's
+batch-order generator state, the batches done and the partial sums, so a resumed run redraws the same
+order, skips what was done and ends identical. `test` is evaluated on the selected epoch
 (the last one without `select:`). A non-finite loss stops the run with an error naming epoch, step
 and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
 """
@@ -122,7 +126,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     loss_gen = torch_generator(seed, "loss", device)
     index_gen = torch_generator(seed, "index", device)
     seed_global(seed)
-    history, start, elapsed, cut_short = [], 0, 0.0, None
+    history, start, elapsed, cut_short, resume = [], 0, 0.0, None, (0, None)
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
     setup_head(model, task, device, train_cfg)
@@ -134,15 +138,20 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             g.set_state(ck[k])
         torch.set_rng_state(ck["global_rng"])
         history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
+        if ck.get("step"):  # a checkpoint inside epoch start + 1: redraw its batch order, skip the batches done
+            gen.set_state(ck["epoch_gen"])
+            resume = (ck["step"], ck["partial"])
         sched.load_state_dict(ck["schedule"])
         if select:
             select.load_state_dict(ck["select"])
         if ck.get("stopped"):
             start = epochs
         elif train_cfg.get("finish"):  # cut short by the user (`xcbench train --finish`): no more epochs
-            cut_short, start = start, epochs
-        print(f"finishing {out_dir}: cut short after epoch {cut_short} of {epochs}, tested at its best epoch"
-              if cut_short else f"resuming {out_dir} after epoch {start}/{epochs}")
+            cut_short = round(start + resume[0] / task.n_train_batches(bs), 3) if resume[0] else start
+            start = epochs
+        within = f", batch {resume[0]}/{task.n_train_batches(bs)} of the next" if resume[0] else ""
+        print(f"finishing {out_dir}: cut short after epoch {int(cut_short)}{within} of {epochs}, tested at its best epoch"
+              if cut_short is not None else f"resuming {out_dir} after epoch {start}/{epochs}{within}")
     elif train_cfg.get("finish"):
         raise FileNotFoundError(f"{ckpt_path}: --finish ends a run from its checkpoint, and there is none")
     elif task.eval_at_start:
@@ -151,16 +160,25 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     nb = task.n_train_batches(bs)
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
+    every_s = 60 * float(train_cfg.get("checkpoint_minutes") or 0) if model.head.resumes_mid_epoch else 0.0
+    state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),  # noqa: E731
+                     "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
+                     "global_rng": torch.get_rng_state(), "history": history, "elapsed": elapsed,
+                     "schedule": sched.state_dict(), "select": select.state_dict() if select else None, "spec": spec}
     for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
-        t0 = time.perf_counter()
+        (skip, partial), resume = resume, (0, None)
+        t0 = last_save = time.perf_counter()
         lr = sched.lr_at(epoch, epochs)
         for g in opt.param_groups:
             g["lr"] = lr
         model.train()
-        model.head.on_epoch_start(epoch * nb, index_gen)
-        total, count, parts = 0.0, 0, {}
-        for step, (x, y, idx) in enumerate(tqdm(task.train_batches(bs, gen), total=nb, leave=False,
-                                                desc=f"epoch {epoch + 1}", disable=None)):
+        if not skip:  # a head resumed inside its epoch keeps no index state (resumes_mid_epoch)
+            model.head.on_epoch_start(epoch * nb, index_gen)
+        epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
+        total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
+        batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,
+                       desc=f"epoch {epoch + 1}", disable=None)
+        for step, (x, y, idx) in enumerate(batches, start=skip):
             loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
@@ -169,10 +187,17 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             total, count = total + loss.item() * x.shape[0], count + x.shape[0]
             for k, v in model.head.loss_parts.items():
                 parts[k] = parts.get(k, 0.0) + v * x.shape[0]
-        step_ms = 1000 * (time.perf_counter() - t0) / max(1, nb)  # training only: before evaluation
+            if every_s and step + 1 < nb and time.perf_counter() - last_save >= every_s:
+                t_in = t_before + time.perf_counter() - t0
+                torch_save(ckpt_path, {**state(), "epoch": epoch, "step": step + 1, "epoch_gen": epoch_gen,
+                                       "partial": (total, count, parts, t_in), "stopped": False})
+                last_save = time.perf_counter()
+                if interrupt_after is not None and epoch < interrupt_after <= epoch + (step + 1) / nb:
+                    raise KeyboardInterrupt(f"interrupted in epoch {epoch + 1} after batch {step + 1} (simulated)")
+        step_ms = 1000 * (t_before + time.perf_counter() - t0) / max(1, nb)  # training only: before evaluation
         model.eval()
         evals = {**evaluate_splits(model, task), **model.head.epoch_metrics(*_probe_h(model, task))}
-        dt = time.perf_counter() - t0
+        dt = t_before + time.perf_counter() - t0
         elapsed += dt
         history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
                         "step_ms": step_ms,
@@ -181,11 +206,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         if select:
             stop = select.update(epoch + 1, evals, model) or stop
         log_epoch(label, history[-1], epochs, elapsed / (epoch + 1))
-        torch_save(ckpt_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),
-                               "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
-                               "global_rng": torch.get_rng_state(), "history": history, "epoch": epoch + 1,
-                               "elapsed": elapsed, "stopped": stop, "schedule": sched.state_dict(),
-                               "select": select.state_dict() if select else None, "spec": spec})
+        torch_save(ckpt_path, {**state(), "epoch": epoch + 1, "stopped": stop})
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:

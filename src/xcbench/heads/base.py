@@ -14,8 +14,10 @@
     loss_parts                        {name: value} of a composite loss's last batch (main, aux),
                                       averaged per epoch into history as train_loss_<name>
 
-Capabilities are class attributes (`multi_label`: accepts padded multi-label targets), so the
-training loop never branches on a method name.
+Capabilities are class attributes (`multi_label`: accepts padded multi-label targets;
+`resumes_mid_epoch`: keeps no state outside its parameters and buffers and overrides neither hook,
+so a run may checkpoint and resume inside an epoch), so the training loop never branches on a
+method name.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def check_param(head: str, name: str, value, lo: float, hi: float = math.inf, op
 
 class Head(nn.Module):
     multi_label = True
+    resumes_mid_epoch = False
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator) -> None:
         super().__init__()

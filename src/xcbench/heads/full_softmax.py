@@ -31,6 +31,8 @@ def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @HEADS.register("full_softmax")
 class FullSoftmax(LinearHead):
+    resumes_mid_epoch = True  # no index, no hook: a long epoch may checkpoint inside
+
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
                  probe_ks: list[int] | None = None) -> None:
         super().__init__(in_dim, n_classes, gen, init_std)

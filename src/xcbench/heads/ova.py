@@ -27,11 +27,15 @@ def bce_loss(o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 @HEADS.register("sq_hinge")
 class SquaredHinge(LinearHead):
+    resumes_mid_epoch = True
+
     def loss(self, h, y, idx, gen):
         return sq_hinge_loss(self.scores(h), multi_hot(y, self.n_classes))
 
 
 @HEADS.register("bce")
 class BinaryCrossEntropy(LinearHead):
+    resumes_mid_epoch = True
+
     def loss(self, h, y, idx, gen):
         return bce_loss(self.scores(h), multi_hot(y, self.n_classes))

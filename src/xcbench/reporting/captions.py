@@ -117,7 +117,9 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
         who = f"{method_label(exp, r['method'])}" + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
         if r.get("cut_short_after_epoch"):
-            cut.append(f"{who} after epoch {r['cut_short_after_epoch']}" + (f" of {planned}" if planned else ""))
+            e = r["cut_short_after_epoch"]  # fractional when cut inside an epoch (a checkpoint there)
+            at = f"epoch {e}" if e == int(e) else f"{e - int(e):.0%} of epoch {int(e) + 1}"
+            cut.append(f"{who} after {at}" + (f" of {planned}" if planned else ""))
         elif planned and r.get("epochs", planned) < planned:
             stopped.append(f"{who} at epoch {r['epochs']} of {planned}")
     parts = ([f"Cut short by the time limit (tested at the best epoch so far): {', '.join(cut)}."] if cut else []) + \

@@ -5,7 +5,7 @@
                                            `task: {name, params}` in an experiment, checked by
                                            `parse_params` (unknown names and wrong types are errors)
       .in_dim, .n_classes, .stats          sizes and training-set statistics for `Head.setup`
-      .train_batches(batch_size, gen)      one epoch of (x, y, idx) batches, order from `gen`
+      .train_batches(batch_size, gen, start)  one epoch of (x, y, idx) batches, order from `gen`, from batch `start`
       .probe_batch()                       a fixed (x, y) batch for the heads' per-epoch metrics
       .evaluate(model, split)              {metric name: value} on "val" or "test"
       .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
@@ -61,7 +61,7 @@ class Task:
             raise ConfigError(f"{source}: task {cls.registry_name!r} has no params {unknown}; its params: {known}")
         return {k: _check(k, p, params.get(k, p.default), source) for k, p in cls.PARAMS.items()}
 
-    def train_batches(self, batch_size: int, gen: torch.Generator) -> Iterator[tuple[torch.Tensor, ...]]:
+    def train_batches(self, batch_size: int, gen: torch.Generator, start: int = 0) -> Iterator[tuple[torch.Tensor, ...]]:
         raise NotImplementedError
 
     def n_train_batches(self, batch_size: int) -> int:
@@ -94,9 +94,10 @@ def make_task(exp: dict, entry: dict, processed: str, features: str | None, devi
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
 
-def shuffled_batches(n: int, batch_size: int, gen: torch.Generator, drop_last: bool = False):
-    """Index batches of a random permutation of range(n) drawn from `gen`."""
+def shuffled_batches(n: int, batch_size: int, gen: torch.Generator, drop_last: bool = False, start: int = 0):
+    """Index batches of a random permutation of range(n) drawn from `gen`, from batch `start` on (the
+    whole permutation is drawn either way, so a resumed epoch sees the same order and leaves `gen` alike)."""
     perm = torch.randperm(n, generator=gen)
     stop = n - n % batch_size if drop_last else n
-    for s in range(0, stop, batch_size):
+    for s in range(start * batch_size, stop, batch_size):
         yield perm[s:s + batch_size]

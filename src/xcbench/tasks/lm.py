@@ -66,9 +66,9 @@ class LMTask(Task):
     def n_train_batches(self, batch_size: int) -> int:
         return -(-len(self.starts) // batch_size)
 
-    def train_batches(self, batch_size, gen):
+    def train_batches(self, batch_size, gen, start=0):
         offs = torch.arange(self.T + 1)
-        for b in shuffled_batches(len(self.starts), batch_size, gen):
+        for b in shuffled_batches(len(self.starts), batch_size, gen, start=start):
             w = self.tokens["train"][self.starts[b].unsqueeze(1) + offs]                        # (B, T + 1)
             yield w[:, :-1].to(self.device), w[:, 1:].reshape(-1).to(self.device), b.to(self.device)
 

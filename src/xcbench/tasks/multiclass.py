@@ -112,9 +112,9 @@ class MultiClassTask(Task):
         x, y = self.eval_xy["train"]
         return x[:self.probe_size].to(self.device), y[:self.probe_size].to(self.device)
 
-    def train_batches(self, batch_size, gen):
+    def train_batches(self, batch_size, gen, start=0):
         # drop_last: the in-batch estimators average over the B - 1 other examples
-        for b in shuffled_batches(len(self.y["train"]), batch_size, gen, drop_last=True):
+        for b in shuffled_batches(len(self.y["train"]), batch_size, gen, drop_last=True, start=start):
             yield self.x["train"][b].to(self.device), self.y["train"][b].to(self.device), b.to(self.device)
 
     @torch.no_grad()

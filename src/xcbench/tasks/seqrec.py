@@ -88,8 +88,8 @@ class SeqRecTask(Task):
     def n_train_batches(self, batch_size: int) -> int:
         return -(-len(self.x_train) // batch_size)
 
-    def train_batches(self, batch_size, gen):
-        for b in shuffled_batches(len(self.x_train), batch_size, gen):
+    def train_batches(self, batch_size, gen, start=0):
+        for b in shuffled_batches(len(self.x_train), batch_size, gen, start=start):
             yield self.x_train[b].to(self.device), self.y_train[b].reshape(-1).to(self.device), b.to(self.device)
 
     def probe_batch(self):

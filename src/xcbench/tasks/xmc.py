@@ -47,8 +47,8 @@ class XMCTask(Task):
     def n_train_batches(self, batch_size: int) -> int:
         return -(-self.x["train"].shape[0] // batch_size)
 
-    def train_batches(self, batch_size, gen):
-        for b in shuffled_batches(self.x["train"].shape[0], batch_size, gen):
+    def train_batches(self, batch_size, gen, start=0):
+        for b in shuffled_batches(self.x["train"].shape[0], batch_size, gen, start=start):
             yield self.x["train"][b].to(self.device), self.y["train"][b].to(self.device), b.to(self.device)
 
     @torch.no_grad()
