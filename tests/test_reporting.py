@@ -211,3 +211,27 @@ def test_captions_describe_the_settings_runs_had_and_their_status(tmp_path):
     assert "lr 0.5" in foot and "lr 0.1" not in foot
     assert "Cut short by the time limit (tested at the best epoch so far): A after epoch 3 of 10." in foot
     assert "Stopped early (no validation improvement): B at epoch 6 of 10." in foot and "C at" not in foot
+
+
+def test_a_view_keeps_its_own_notes_beside_those_its_runs_were_made_under(tmp_path):
+    """Class-selection Table 2 (runs_of: fig2) explains its memory and cost columns in its own notes; the
+    caption gives the owner's notes its runs recorded, then the view's (they replaced each other before)."""
+    from xcbench.config import load_experiment
+    from xcbench.reporting.captions import footer
+    d = tmp_path / "exps"
+    write_yaml(d / "own.yaml", {**{k: v for k, v in EXP.items() if k != "scale"}, "artifact": "own",
+                                "notes": "How the runs were made."})
+    write_yaml(d / "view.yaml", {"paper": "p", "artifact": "view", "runs_of": "own", "title": "V",
+                                 "render": {"kind": "table", "renderer": "metric_table"},
+                                 "notes": "What the view's columns mean."})
+    view = load_experiment(d / "view.yaml")
+    foot = footer({**view, "scale": "quick"}, {})
+    assert foot.endswith("How the runs were made. What the view's columns mean.")
+    assert footer({**load_experiment(d / "own.yaml"), "scale": "quick"}, {}).endswith("How the runs were made.")
+
+
+def test_a_run_cut_inside_an_epoch_is_named_with_the_fraction_done():
+    from xcbench.reporting.captions import run_status
+    exp = {"datasets": ["d"], "methods": {"full": {"label": "Full"}}}
+    rec = {"dataset": "d", "method": "full", "cut_short_after_epoch": 0.47, "resolved": {"train": {"epochs": 30}}}
+    assert run_status(exp, [rec]) == "Cut short by the time limit (tested at the best epoch so far): Full after 47% of epoch 1 of 30."

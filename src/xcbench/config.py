@@ -119,7 +119,10 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
         scales = {s: deep_merge(deep_merge(sc, view), exp.get("scales", {}).get(s, {}))
                   for s, sc in owner.get("scales", {}).items()}
         scales.update({s: sc for s, sc in exp.get("scales", {}).items() if s not in scales})
+        own_notes = exp.pop("notes", None)  # the view's own text, shown after the notes its runs were made under
         exp = {**owner, **exp, **({"scales": scales} if scales else {})}
+        if own_notes:
+            exp["view_notes"] = own_notes
         if only is not None:  # applied after the scale's own `skip` (a view of the runs that scale has)
             exp["view_methods"] = list(only)
     if not _seen:

@@ -153,4 +153,6 @@ def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
     notes = next(iter(recorded)) if len(recorded) == 1 and None not in recorded else exp.get("notes")
     if notes:  # the notes the shown runs were made under, when they all agree (a kept tree), else today's
         parts.append(notes.strip())
+    if exp.get("view_notes"):  # a view's (runs_of) own text: what its columns mean
+        parts.append(exp["view_notes"].strip())
     return " ".join(p for p in parts if p)
