@@ -127,6 +127,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     index_gen = torch_generator(seed, "index", device)
     seed_global(seed)
     history, start, elapsed, cut_short, resume = [], 0, 0.0, None, (0, None)
+    nb = task.n_train_batches(bs)
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
     setup_head(model, task, device, train_cfg)
@@ -147,9 +148,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         if ck.get("stopped"):
             start = epochs
         elif train_cfg.get("finish"):  # cut short by the user (`xcbench train --finish`): no more epochs
-            cut_short = round(start + resume[0] / task.n_train_batches(bs), 3) if resume[0] else start
+            cut_short = round(start + resume[0] / nb, 3) if resume[0] else start
             start = epochs
-        within = f", batch {resume[0]}/{task.n_train_batches(bs)} of the next" if resume[0] else ""
+        within = f", batch {resume[0]}/{nb} of the next" if resume[0] else ""
         print(f"finishing {out_dir}: cut short after epoch {int(cut_short)}{within} of {epochs}, tested at its best epoch"
               if cut_short is not None else f"resuming {out_dir} after epoch {start}/{epochs}{within}")
     elif train_cfg.get("finish"):
@@ -157,7 +158,6 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     elif task.eval_at_start:
         model.eval()
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
-    nb = task.n_train_batches(bs)
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
     every_s = 60 * float(train_cfg.get("checkpoint_minutes") or 0) if model.head.resumes_mid_epoch else 0.0
@@ -172,8 +172,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         for g in opt.param_groups:
             g["lr"] = lr
         model.train()
-        if not skip:  # a head resumed inside its epoch keeps no index state (resumes_mid_epoch)
-            model.head.on_epoch_start(epoch * nb, index_gen)
+        model.head.on_epoch_start(epoch * nb, index_gen)  # a no-op for the heads that resume inside an epoch
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
         batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,
