@@ -1,7 +1,7 @@
 """Model = encoder h = f(x) + head (DESIGN.md section 3): the only object the loop and the tasks see.
 
-    loss(x, y, idx, gen)        the head's training loss of a batch (the head adds its proposal's
-                                weighted aux loss and records the parts in `head.loss_parts`); with
+    loss(x, y, idx, gen)        the head's training loss of a batch (a trainable proposal steps on its own
+                                loss inside it; the parts go to `head.loss_parts`); with
                                 single-label targets per query row, rows with y = -1 (padding) are dropped
     scores(x) -> (B, C)         evaluation logits
     scores_with_state(x, state) -> (scores, state)   the same for a stateful encoder over a stream

@@ -11,7 +11,7 @@
                                       h (P, d) its encoder output, y its labels
     report() -> dict                  head-specific numbers written to metrics.json["head"]
     class_embeddings() -> Parameter   the (C, d) class embedding table, if any (tying, proposals)
-    loss_parts                        {name: value} of a composite loss's last batch (main, aux),
+    loss_parts                        {name: value} of the last batch's losses (main, the proposal's aux),
                                       averaged per epoch into history as train_loss_<name>
 
 Capabilities are class attributes (`multi_label`: accepts padded multi-label targets;

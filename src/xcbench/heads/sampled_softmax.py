@@ -27,8 +27,9 @@ gradient of E is a sparse row tensor touching only the rows used in the batch: a
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
 sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
 and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
-proposal's `aux_loss(h, E)` (E the raw class table, which the proposal may normalise) is added
-with weight `aux_weight`: loss = main + aux_weight * aux, and both parts are logged (`loss_parts`).
+proposal takes its own step at every training step (`fit_step(h, E)`, E the raw class table, which
+the proposal may normalise; samplers/base.py), apart from the model's loss and optimizer, and both
+losses are logged (`loss_parts`: main, aux).
 """
 
 from __future__ import annotations
@@ -104,13 +105,13 @@ class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
                  sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
                  absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
-                 aux_weight: float = 1.0, correct: str = "negatives") -> None:
+                 correct: str = "negatives") -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
         check_param("sampled_softmax", "m", m, 1)
         if correct not in CORRECTIONS:
             raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
-        self.m, self.sparse_grad, self.aux_weight, self.correct = m, sparse_grad, aux_weight, correct
+        self.m, self.sparse_grad, self.correct = m, sparse_grad, correct
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
         # cumulative curves (samplers/frequency.py) after the first and the latest epoch: [stage, softmax|sampler, rank]
@@ -195,8 +196,7 @@ class SampledSoftmax(NormalizedSoftmax):
                 log_q_t = self.sampler.log_prob(h, y.unsqueeze(1)).squeeze(1)                # (B,)
                 log_q_t = log_q_t.where(torch.isfinite(log_q_t), torch.full_like(log_q_t, -math.log(self.n_classes)))
         main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m, log_q_t).mean()
-        aux = self.sampler.aux_loss(h, self.E)  # the raw table: no O(n d) normalised copy per step
-        if aux is None:
-            return main
-        self.loss_parts = {"main": main.item(), "aux": aux.item()}
-        return main + self.aux_weight * aux
+        aux = self.sampler.fit_step(h, self.E)  # the raw table: no O(n d) normalised copy per step
+        if aux is not None:
+            self.loss_parts = {"main": main.item(), "aux": aux}
+        return main

@@ -8,9 +8,13 @@ Convention shared by every sampler and the sampled-softmax head:
   same way, o'_t = o_t - log(m q(t | h)), so `log_prob` is also asked for the targets;
 - `log_q` is a constant to the head: it is detached there, so no gradient of the sampled-softmax
   loss reaches a proposal's parameters (or h, or the class embeddings) through log q;
-- a trainable proposal (learnable MIDX codebooks) trains through its own `aux_loss(h, class_emb)`
-  (class_emb: the head's raw class table, un-normalised; keep the aux loss sublinear in n),
-  which the head adds to its loss with weight `aux_weight` and logs apart (loss_parts["aux"]);
+- a trainable proposal (learnable MIDX codebooks) takes one step on its own loss in `fit_step(h,
+  class_emb)` at every training step, with its own optimizer (class_emb: the head's raw class table,
+  un-normalised; keep the step sublinear in n), and returns the loss for the log (loss_parts["aux"]).
+  Its parameters are not the model's: the model's optimizer, learning-rate schedule and gradient
+  clipping never see them (sharing SGD lr 20 and a global norm clip of 0.25 with the language model,
+  the codewords' gradient took the clip's budget and the model stalled: validation perplexity 504
+  after 9 epochs where k-means codebooks had 167);
 - `update(class_emb, gen)` rebuilds the index with an explicit generator (k-means seeds). Index
   state lives in buffers or is rebuilt deterministically at every epoch start, so a resumed run
   gives the same draws as an uninterrupted one.
@@ -52,6 +56,6 @@ class Sampler(nn.Module):
         the machine); default 0: no index worth counting."""
         return 0.0
 
-    def aux_loss(self, h: torch.Tensor, class_emb: torch.Tensor) -> torch.Tensor | None:
-        """The proposal's own training loss (a trainable proposal); None: nothing to train."""
+    def fit_step(self, h: torch.Tensor, class_emb: torch.Tensor) -> float | None:
+        """One update of a trainable proposal on its own loss; that loss, or None: nothing to train."""
         return None

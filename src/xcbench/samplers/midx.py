@@ -47,8 +47,10 @@ class MIDX(Sampler):
         self.a = self.b = self.order = self.start = self.count = None
         self.c: torch.Tensor | None = None
 
+    shaped = ("U", "V")  # buffers sized at the first index build
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for k in ("U", "V"):  # codebooks take their shape from the checkpoint (a Parameter keeps its identity)
+        for k in self.shaped:  # codebooks take their shape from the checkpoint (the tensor keeps its identity)
             if prefix + k in state_dict:
                 getattr(self, k).data = torch.empty_like(state_dict[prefix + k])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
