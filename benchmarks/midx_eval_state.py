@@ -50,6 +50,7 @@ def score(run_dir: Path, processed: str) -> dict:
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.model import build_model
     from xcbench.tasks.base import make_task
+    from xcbench.tasks.lm import EVAL_STATES
     from xcbench.train import method_config
 
     device = torch.device("cpu")
@@ -58,12 +59,12 @@ def score(run_dir: Path, processed: str) -> dict:
     spec, _, model_cfg = method_config(exp, "ptb", method)
     state, facts = load_run(run_dir, device)
     row = {"run": str(run_dir), "method": method, **facts}
-    for eval_state in ("zero", "carry"):
-        exp["task"]["params"] = {**exp["task"]["params"], "eval_state": eval_state}
-        task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
-        model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
-        model.load_state_dict(state)
-        model.eval()
+    task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
+    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
+    model.load_state_dict(state)
+    model.eval()
+    for eval_state in EVAL_STATES:  # the same task and weights, read both ways
+        task.eval_state = eval_state
         for split in ("val", "test"):
             row[f"{split}_ppl_{eval_state}"] = task.evaluate(model, split)["ppl"]
     row["test_ratio_carry_over_zero"] = row["test_ppl_carry"] / row["test_ppl_zero"]

@@ -107,23 +107,25 @@ def test_resume_with_an_index_based_sampler_is_identical(tiny_xmc, tiny_exp, tmp
 
 
 class Learnable(Sampler):
-    """A trainable proposal for the tests: q = softmax(t); its own step shrinks t by 10% (aux loss |t|^2)."""
+    """A trainable proposal for the tests: q = softmax(t); its own step shrinks t by 10% (aux loss |t|^2).
+    t requires grad, as learnable MIDX codewords do, so log q would carry a gradient if the head used it."""
 
     def __init__(self, n_classes: int) -> None:
         super().__init__(n_classes)
-        self.register_buffer("t", torch.linspace(-1, 1, n_classes))
+        self.register_buffer("t", torch.linspace(-1, 1, n_classes).requires_grad_())
 
     def sample(self, h, m, gen):
-        ids = torch.multinomial(torch.softmax(self.t, 0), h.shape[0] * m, True, generator=gen)
+        ids = torch.multinomial(torch.softmax(self.t.detach(), 0), h.shape[0] * m, True, generator=gen)
         ids = ids.view(h.shape[0], m)
         return ids, self.log_prob(h, ids)
 
     def log_prob(self, h, ids):
-        return torch.log_softmax(self.t, 0)[ids]
+        return torch.log_softmax(self.t, 0)[ids]  # depends on t: the head must not differentiate it
 
     def fit_step(self, h, class_emb):
-        loss = self.t.square().sum().item()
-        self.t.mul_(0.9)
+        with torch.no_grad():
+            loss = self.t.square().sum().item()
+            self.t.mul_(0.9)
         return loss
 
 
@@ -133,9 +135,10 @@ def _learnable_head():
     return head
 
 
-def test_the_proposal_trains_apart_from_the_model_loss():
-    """The head's loss is the sampled softmax alone; the proposal takes its own step inside it and
-    its loss is logged beside (loss_parts), never added to what the model's optimizer minimises."""
+def test_log_q_carries_no_gradient_and_the_proposal_trains_apart():
+    """The head's loss is the sampled softmax alone, with log q a constant; the proposal takes its own
+    step inside it and its loss is logged beside (loss_parts), never added to what the model's
+    optimizer minimises."""
     h = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
     y = torch.randint(0, 30, (6,), generator=torch.Generator().manual_seed(2))
     head = _learnable_head()
@@ -145,6 +148,7 @@ def test_the_proposal_trains_apart_from_the_model_loss():
     assert head.loss_parts["aux"] == pytest.approx(t0.square().sum().item(), rel=1e-6)
     assert torch.allclose(head.sampler.t, 0.9 * t0)  # one step of its own
     loss.backward()
+    assert head.sampler.t.grad is None  # log q entered the loss detached
     assert head.E.grad is not None and head.E.grad.abs().sum() > 0
 
 

@@ -36,6 +36,7 @@ from xcbench.samplers.base import Sampler
 
 class MIDX(Sampler):
     needs_index = True
+    shaped = ("U", "V")  # buffers sized at the first index build (taken from a checkpoint's shapes)
 
     def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100,
                  points_per_codeword: int = 256) -> None:
@@ -46,8 +47,6 @@ class MIDX(Sampler):
         self.register_buffer("V", torch.zeros(0))   # (K, d2) second codebook
         self.a = self.b = self.order = self.start = self.count = None
         self.c: torch.Tensor | None = None
-
-    shaped = ("U", "V")  # buffers sized at the first index build
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for k in self.shaped:  # codebooks take their shape from the checkpoint (the tensor keeps its identity)
