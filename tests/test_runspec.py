@@ -31,6 +31,19 @@ def test_child_base_setting_beats_the_parents_scale_block(tmp_path):
     assert resolve_experiment(load_experiment(tmp_path / "parent.yaml"), "tiny")["features"]["dim"] == 8
 
 
+def test_child_notes_replace_the_parents_once_at_every_scale(tmp_path):
+    """A variant's caption notes appear once (they were copied into the parent's scale blocks and then
+    appended to themselves), replace the parent's at every scale, and its own scale notes still add."""
+    _write(tmp_path, "parent", {**BASE, "notes": "parent text.", "scales": {"paper": {"notes": "parent paper text."},
+                                                                           "quick": {"notes": "parent quick text."}}})
+    child = _write(tmp_path, "child", {"paper": "p", "title": "c", "extends": "parent", "notes": "child text.",
+                                       "scales": {"quick": {"notes": "child quick text."}}})
+    exp = load_experiment(child)
+    assert resolve_experiment(exp, "paper")["notes"] == "child text."
+    assert resolve_experiment(exp, "quick")["notes"] == "child text. child quick text."
+    assert resolve_experiment(load_experiment(tmp_path / "parent.yaml"), "paper")["notes"] == "parent text. parent paper text."
+
+
 def test_view_narrows_datasets_at_every_scale(tmp_path):
     _write(tmp_path, "owner", {**BASE, "scales": {"quick": {"datasets": ["a", "b"]}}})
     view = _write(tmp_path, "view", {"paper": "p", "title": "v", "runs_of": "owner", "datasets": ["a"],

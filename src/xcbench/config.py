@@ -133,9 +133,13 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
 def _layer(parent: dict, child: dict) -> dict:
     """`extends`: the precedence parent < parent's scale block < child < child's scale block. The child's
     base settings are copied into each of the parent's scale blocks, so that resolving a scale (base <
-    scale) never lets a parent's scale block override what the child's file says."""
+    scale) never lets a parent's scale block override what the child's file says. Caption `notes` are
+    text, not settings: a child's notes replace the parent's at every scale (its base and scale blocks), and
+    only the child's own scale notes add to them (resolve_experiment), so they are not copied."""
     base = {k: v for k, v in child.items() if k != "scales"}
-    scales = {s: deep_merge(deep_merge(sc, base), child.get("scales", {}).get(s, {}))
+    own = {k: v for k, v in base.items() if k != "notes"}
+    mine = lambda sc: {k: v for k, v in sc.items() if k != "notes"} if "notes" in child else sc  # noqa: E731
+    scales = {s: deep_merge(deep_merge(mine(sc), own), child.get("scales", {}).get(s, {}))
               for s, sc in parent.get("scales", {}).items()}
     scales.update({s: sc for s, sc in child.get("scales", {}).items() if s not in scales})
     out = deep_merge({k: v for k, v in parent.items() if k != "scales"}, base)
