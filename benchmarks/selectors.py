@@ -10,8 +10,10 @@ label is always active; its hardest negatives are what a selector must find), S_
 example's own selection of q + 1 classes (room for its label and q others: HF its q + 1 re-ranked
 pooled classes, optimal its exact top-(q + 1); PCA / k-means its label's group; random q + 1
 uniform classes), before the batch union and the cap (at n = 10^4, M = 100 < B: the cap would keep
-the labels alone). PCA's and k-means' precision counts their whole group (hundreds to thousands of
-classes per example, see "selected"), an upper bound of what survives the cap. Selection time: `select` of the batch with
+the labels alone). Mass = mean_i sum_{c in S_i, c != c_i} p_ic / sum_{c != c_i} p_ic, p_i = softmax(W h_i):
+the share of the negatives' softmax mass (and so of their gradient) that the selection keeps. PCA's and
+k-means' precision and mass count their whole group (hundreds to thousands of classes per example, see
+"selected"), an upper bound of what survives the cap. Selection time: `select` of the batch with
 that quota (the union of the per-example selections with the labels), median of `--repeats` after one
 warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each forest is queried
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
@@ -19,6 +21,8 @@ with both re-rankings of the pooled classes (the text's cosine and the response 
 
     python benchmarks/selectors.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
     python benchmarks/selectors.py --n 10000 --repeats 2 --name selectors_small
+    python benchmarks/selectors.py --trained results/paper/class_selection/fig2/synthetic-faces-87k/full/seed0 \
+        --name selectors_trained     # a trained run's class embeddings and features instead of the mixture
 Writes benchmarks/out/<name>.{json,md,png} (default selectors).
 """
 
@@ -71,7 +75,7 @@ def POOLS(n: int) -> tuple[int, ...]:
     return (1, 8, 32) if n >= 10 ** 6 else (1, 8)
 
 
-NPROBES = (4, 8, 32)
+NPROBES = (4, 8, 32, 128)
 
 
 def variants(name: str, n: int) -> list[dict]:
@@ -96,31 +100,78 @@ def configs(n: int) -> list[tuple[str, str, dict]]:
     return out
 
 
-def per_example_hits(sel, name: str, h: torch.Tensor, y: torch.Tensor, top: torch.Tensor, q: int) -> torch.Tensor:
-    """(B, q) bool: is each exact top-q class of each query in that query's own selection?"""
+def per_example_mask(sel, name: str, h: torch.Tensor, y: torch.Tensor, q: int) -> torch.Tensor:
+    """(B, n) bool: each query's own selection (before the batch union and the cap)."""
+    mask = torch.zeros(len(h), sel.n_classes, dtype=torch.bool)
     if name == "hf":
         rows, cls = sel.per_example(h, q)
-        key = rows * sel.n_classes + cls
-        return torch.isin(torch.arange(len(h)).unsqueeze(1) * sel.n_classes + top, key)
-    if name in ("pca_hash", "kmeans"):
-        return sel.keys[top] == sel.keys[y].unsqueeze(1)
-    if name in ("optimal", "faiss_ivf"):  # its own (approximate) top-q by response
-        return (top.unsqueeze(2) == sel.candidates(h, y, q, None).unsqueeze(1)).any(2)
-    draws = torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4))
-    return (top.unsqueeze(2) == draws.unsqueeze(1)).any(2)
+        mask[rows, cls] = True
+    elif name in ("pca_hash", "kmeans"):  # the label's whole group
+        mask = sel.keys.unsqueeze(0) == sel.keys[y].unsqueeze(1)
+    elif name in ("optimal", "faiss_ivf"):  # its own (approximate) top-q by response
+        mask.scatter_(1, sel.candidates(h, y, q, None), True)
+    else:
+        mask.scatter_(1, torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4)), True)
+    return mask
+
+
+def scores_of(mask: torch.Tensor, top: torch.Tensor, p_neg: torch.Tensor) -> tuple[float, float]:
+    """(precision, mass): the share of each query's exact top-q negatives in its selection, and the share
+    of its negative softmax mass sum_{c != y} p_c that the selection covers (what the restricted softmax's
+    gradient keeps), both averaged over the queries."""
+    return mask.gather(1, top).double().mean().item(), ((p_neg * mask).sum(1) / p_neg.sum(1)).mean().item()
 
 
 def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
-    from xcbench.registry import SELECTORS
-
     g = torch.Generator().manual_seed(0)
     W = mixture(n, d, g)
     y = torch.randint(n, (B,), generator=g)
     h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
+    return bench(W, h, y, repeats)
+
+
+def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int) -> tuple:
+    """(W, h, y, description) of a trained class-selection run: its class embeddings W (C, d) from
+    checkpoint.pt and the features h = encoder(x) (B, d) of B training examples (seeded draw), labels y."""
+    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.model import build_model
+    from xcbench.tasks.base import make_task
+    from xcbench.train import method_config
+
+    ck = torch.load(run_dir / "checkpoint.pt", weights_only=True, map_location="cpu")
+    exp = resolve_experiment(load_experiment(experiment), "paper")
+    spec, _, model_cfg = method_config(exp, dataset, run_dir.parent.name)          # .../<dataset>/<method>/seed0
+    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, torch.device("cpu"), 0,
+                     dataset=dataset)
+    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
+    model.load_state_dict(ck["model"])
+    x, y, _ = next(task.train_batches(B, torch.Generator().manual_seed(6)))
+    with torch.no_grad():
+        h = model.encode(x)[0]                                                                  # (B, d)
+    W = model.head.W.detach().clone()                                                          # (C, d)
+    var = torch.linalg.svdvals(W - W.mean(0)).square().cumsum(0)
+    spread = ", ".join(f"{k}: {var[k - 1] / var[-1]:.2f}" for k in (8, 32, 128) if k <= len(var))
+    about = (f"Class embeddings W of a trained run ({dataset}, method {run_dir.parent.name}, checkpoint after "
+             f"{ck['epoch']} epochs + {ck.get('step', 0)} batches; C = {len(W):,}, d = {h.shape[1]}; mean row norm "
+             f"{W.norm(dim=1).mean():.2f}, norm of the mean row {W.mean(0).norm():.2f}; share of the centred rows' "
+             f"variance in the top k principal directions, {spread}); queries = the encoder's features of {B} "
+             f"training examples")
+    print(about, flush=True)
+    return W, h, y, about
+
+
+def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> list[dict]:
+    """Every selector setting of configs(n) on class embeddings W (n, d) and queries h (B, d) of labels y."""
+    from xcbench.registry import SELECTORS
+
+    (n, d), B = W.shape, len(h)
     M = max(1, n // 100)
     q = math.ceil(M / B)
     with torch.no_grad():
-        top = (h @ W.T).scatter(1, y.unsqueeze(1), -math.inf).topk(q, dim=1).indices           # (B, q) hardest negatives
+        s_neg = (h @ W.T).scatter(1, y.unsqueeze(1), -math.inf)                                # (B, n) label excluded
+        top = s_neg.topk(q, dim=1).indices                                                      # (B, q) hardest negatives
+        p_neg = torch.softmax(s_neg, 1)                                                         # (B, n), 0 at the label
+        del s_neg
     q, M = q + 1, (q + 1) * B  # each example selects q + 1 classes: room for its label and its q hardest negatives
     rows = []
     for label, name, params in configs(n):
@@ -136,11 +187,11 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
                                       if not (k == "pool" and v == 1)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
-            prec = per_example_hits(sel, name, h, y, top, q).double().mean().item()
+            prec, mass = scores_of(per_example_mask(sel, name, h, y, q), top, p_neg)
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
-                         "select_s": sel_s, "precision": prec, "selected": len(S)})
-            print(f"n={n:>8} {tag:<28} build {build:8.3f} s  select {1000 * sel_s:9.2f} ms  precision {prec:.3f}",
-                  flush=True)
+                         "select_s": sel_s, "precision": prec, "mass": mass, "selected": len(S)})
+            print(f"n={n:>8} {tag:<28} build {build:8.3f} s  select {1000 * sel_s:9.2f} ms  precision {prec:.3f}"
+                  f"  mass {mass:.3f}", flush=True)
         del sel
     return rows
 
@@ -246,15 +297,18 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=130)
     lines = [f"# Selectors: precision vs selection time ({meta['threads']} CPU threads, {meta['machine']})", "",
-             "Class embeddings: a mixture of n/100 clusters (benchmarks/selectors.py docstring); B = 256 queries, "
-             "M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
-             "| n | selector | build (s) | selection (ms / batch) | precision | selected (batch) | selection / optimal's |",
-             "|---|---|---|---|---|---|---|"]
+             meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selectors.py docstring)") +
+             f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
+             "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
+             "own selection covers (the part of the negatives' gradient the restricted softmax keeps).", "",
+             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | selection / optimal's |",
+             "|---|---|---|---|---|---|---|---|"]
     for n in ns:
         opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")
         for r in (r for r in rows if r["n"] == n):
+            mass = f"{r['mass']:.3f}" if "mass" in r else "-"  # runs before the column was added
             lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
-                         f"{r['precision']:.3f} | {r['selected']} | {r['select_s'] / opt:.3f} |")
+                         f"{r['precision']:.3f} | {mass} | {r['selected']} | {r['select_s'] / opt:.3f} |")
     for st in steps:
         lines += ["", f"One training step at n = {st['n']:,} (loss, backward, lazy Adam; B = {st['B']}, d = {st['d']}, "
                   f"M = {st['M']:,}; index built beforehand):", "",
@@ -280,12 +334,23 @@ def main() -> None:
     p.add_argument("--step-n", type=int, nargs="*", default=[10 ** 6])
     p.add_argument("--kmeans-n", type=int, nargs="*", default=[10 ** 6], help="k-means comparison sizes (needs faiss)")
     p.add_argument("--name", default="selectors")
+    p.add_argument("--trained", type=Path, metavar="RUN_DIR",
+                   help="a class-selection run folder with checkpoint.pt (.../<dataset>/<method>/seed0): its trained "
+                        "class embeddings and encoder features replace the mixture (no step or k-means tables)")
+    p.add_argument("--experiment", default="config/experiments/class_selection/fig2.yaml")
+    p.add_argument("--processed", help="the run's dataset.npz (default data/processed/<dataset>/dataset.npz)")
     a = p.parse_args()
     OUT.mkdir(exist_ok=True)
     meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__}
-    rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
-    steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
-    km = [r for n in a.kmeans_n for r in kmeans_compare(n, a.d)]
+    if a.trained:
+        ds = a.trained.parent.parent.name
+        W, h, y, meta["embeddings"] = trained(a.trained, a.experiment, ds,
+                                              a.processed or f"data/processed/{ds}/dataset.npz", a.batch)
+        rows, steps, km = bench(W, h, y, a.repeats), [], []
+    else:
+        rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
+        steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
+        km = [r for n in a.kmeans_n for r in kmeans_compare(n, a.d)]
     (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps, "kmeans": km}, indent=1))
     render(rows, steps, km, a.name, meta)
 
