@@ -49,3 +49,16 @@ def test_each_claim_flips_when_one_number_crosses_its_threshold(paper, claim):
         rows = KINDS["compare"](claim, exp, _recs(claim, exp, datasets, left, right), exp["scale"], None)
         verdicts.append({r["verdict"].split(" (")[0] for r in rows if r["dataset"] in datasets})
     assert verdicts == [{"held"}, {"not held"}], verdicts
+
+
+def test_a_first_vs_final_claim_on_one_epoch_runs_is_not_testable():
+    """'CP_10 grows over training' compares epoch 1 with the last; a run of one epoch cannot say either way."""
+    paper, claim = next((p, c) for p, c in CLAIMS if c["left"]["metric"].startswith(("first.", "final."))
+                        and c["right"]["metric"].startswith("first."))
+    exp, datasets = _setting(paper, claim)
+    for epochs, want in ((1, "not testable"), (3, "held")):
+        recs = _recs(claim, exp, datasets, 2.0, 1.0) if claim["op"] in (">", ">=") else _recs(claim, exp, datasets, 1.0, 2.0)
+        for r in recs:
+            r["epochs"] = epochs
+        rows = KINDS["compare"](claim, exp, recs, exp["scale"], None)
+        assert {r["verdict"].split(":")[0].split(" (")[0] for r in rows if r["dataset"] in datasets} == {want}

@@ -67,6 +67,16 @@ def _describe(side: dict, exp: dict) -> str:
     return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
+def _one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
+    """A claim that compares a run's `first.` (after epoch 1) with a later epoch, on runs of one epoch."""
+    for side in (c["left"], c["right"]):
+        if side["metric"].startswith("first."):
+            trained = [aggregate(recs, side.get("dataset", d), m, "epochs") for m in side_methods(side, exp)]
+            if any(t is not None and t["mean"] < 2 for t in trained):
+                return True
+    return False
+
+
 def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """left OP factor * right + offset, one row per dataset (or the claim's one dataset)."""
     rows = []
@@ -85,6 +95,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
                 continue  # every run is there: the metric is not one this dataset reports (a text column)
             verdict, ours = "not run", "–"
+        elif _one_epoch(c, recs, d, exp):
+            verdict, ours = "not testable: one epoch trained, so its first and final epochs are the same", "–"
         else:
             verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
             if missing:  # evaluated over the runs present: say which are absent
@@ -167,8 +179,11 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
 
 def claims_markdown(res: dict) -> str:
     n_held = sum(r["verdict"] == "held" for r in res["rows"])  # "not held (why)" counts as not held
+    untestable = sum(r["verdict"].startswith("not testable") for r in res["rows"])
+    tested = len(res["rows"]) - untestable
     kept = " Kept results tree: only the claims whose runs it holds." if res.get("kept") else ""
-    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{len(res['rows'])} held.{kept}", "",
+    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{tested} held"
+             + (f" ({untestable} not testable on these runs)" if untestable else "") + f".{kept}", "",
              "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "
               f"**{r['verdict']}** |" for r in res["rows"]]
