@@ -19,30 +19,24 @@ warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each f
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
 (pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells.
 
-    python benchmarks/selectors.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
-    python benchmarks/selectors.py --n 10000 --repeats 2 --name selectors_small
-    python benchmarks/selectors.py --trained results/paper/class_selection/fig2/synthetic-faces-87k/full/seed0 \
+    python benchmarks/selector_bench.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
+    python benchmarks/selector_bench.py --n 10000 --repeats 2 --name selectors_small
+    python benchmarks/selector_bench.py --trained results/paper/class_selection/fig2/synthetic-faces-87k/full/seed0 \
         --name selectors_trained     # a trained run's class embeddings and features instead of the mixture
 Writes benchmarks/out/<name>.{json,md,png} (default selectors).
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import argparse
+import json
+import math
+import platform
+import statistics
+import time
+from pathlib import Path
 
-# this file's name shadows the standard library's `selectors` (imported by subprocess) when run as a script
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import torch  # noqa: E402
+import torch
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -297,7 +291,7 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=130)
     lines = [f"# Selectors: precision vs selection time ({meta['threads']} CPU threads, {meta['machine']})", "",
-             meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selectors.py docstring)") +
+             meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selector_bench.py docstring)") +
              f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
              "own selection covers (the part of the negatives' gradient the restricted softmax keeps).", "",
