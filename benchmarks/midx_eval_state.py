@@ -15,7 +15,7 @@ the run has ended (a finished run deletes its checkpoint: pass a copy in a folde
 that column checks that the weights loaded are the ones tested. Writes benchmarks/out/midx_eval_state.{json,md}.
 About a minute per run on one thread.
 
-    python -P benchmarks/midx_eval_state.py --processed data/processed/ptb/dataset.npz \
+    python benchmarks/midx_eval_state.py --processed data/processed/ptb/dataset.npz \
         results/paper/midx/table4/ptb/lstm_full/seed0 ...
 """
 
@@ -26,9 +26,9 @@ import json
 from pathlib import Path
 
 import torch
+from table4_run import EXPERIMENT, build
 
 OUT = Path(__file__).resolve().parent / "out"
-EXPERIMENT = "config/experiments/midx/table4.yaml"
 KEPT = Path("reference/paper-cpu")  # a run kept there after it was cut: its recorded test perplexity
 
 
@@ -47,20 +47,12 @@ def load_run(run_dir: Path, device: torch.device) -> tuple[dict, dict]:
 
 
 def score(run_dir: Path, processed: str) -> dict:
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.model import build_model
-    from xcbench.tasks.base import make_task
     from xcbench.tasks.lm import EVAL_STATES
-    from xcbench.train import method_config
 
-    device = torch.device("cpu")
     method = run_dir.parent.name                                     # .../<dataset>/<method>/seed0
-    exp = resolve_experiment(load_experiment(EXPERIMENT), "paper")
-    spec, _, model_cfg = method_config(exp, "ptb", method)
-    state, facts = load_run(run_dir, device)
+    state, facts = load_run(run_dir, torch.device("cpu"))
     row = {"run": str(run_dir), "method": method, **facts}
-    task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
+    _, _, _, task, model = build(method, processed)
     model.load_state_dict(state)
     model.eval()
     for eval_state in EVAL_STATES:  # the same task and weights, read both ways

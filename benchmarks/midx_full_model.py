@@ -8,18 +8,16 @@ zero-state windows of 35 tokens in training and evaluation) for a few epochs at 
 each model, side by side, and writes the validation perplexity after every epoch to
 benchmarks/out/midx_full_model.{json,md}. About 4 CPU-minutes per epoch and model on one thread.
 
-    python -P benchmarks/midx_full_model.py --processed data/processed/ptb/dataset.npz --epochs 3
+    python benchmarks/midx_full_model.py --processed data/processed/ptb/dataset.npz --epochs 3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
-EXPERIMENT = "config/experiments/midx/table4.yaml"
 MODELS = {  # name: (overrides of the LSTM encoder's params, tie_embeddings)
     "paper": ({}, False),
     "reference code": ({"hidden": 200}, True),
@@ -27,25 +25,15 @@ MODELS = {  # name: (overrides of the LSTM encoder's params, tie_embeddings)
 
 
 def one(name: str, processed: str, epochs: int) -> dict:
-    import torch
+    from table4_run import build, paper_train, short_fit
 
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.model import build_model
-    from xcbench.tasks.base import make_task
-    from xcbench.train import fit, method_config
-
-    exp = resolve_experiment(load_experiment(EXPERIMENT), "paper")
     over, tie = MODELS[name]
-    spec, train, model_cfg = method_config(exp, "ptb", "lstm_full")
-    enc = model_cfg["encoders"]["LSTM"] = {**model_cfg["encoders"]["LSTM"], **over}
-    model_cfg["tie_embeddings"] = tie
-    device = torch.device("cpu")
-    task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
-    train_cfg = {k: train[k] for k in ("batch_size", "optimizer", "lr", "grad_clip")}
-    with tempfile.TemporaryDirectory() as d:
-        hist = fit(model, task, {**train_cfg, "epochs": epochs, "schedule": "constant"}, Path(d), 0, device)["history"]
-    return {"model": name, "encoder": enc, "tie_embeddings": tie, "train": train_cfg,
+    _, train, model_cfg, task, model = build("lstm_full", processed,
+                                             model={"encoders": {"LSTM": over}, "tie_embeddings": tie})
+    train_cfg = paper_train(train, epochs)
+    hist, _ = short_fit(model, task, train_cfg)
+    return {"model": name, "encoder": model_cfg["encoders"]["LSTM"], "tie_embeddings": tie,
+            "train": {k: train_cfg[k] for k in ("batch_size", "optimizer", "lr", "grad_clip")},
             "parameters": sum(p.numel() for p in model.parameters()),
             "val_ppl": [h["val_ppl"] for h in hist], "epoch_s": [h["epoch_time_s"] for h in hist]}
 

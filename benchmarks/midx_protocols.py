@@ -13,14 +13,13 @@ Full softmax runs under each protocol as the yardstick. Every run uses the paper
 after every epoch to benchmarks/out/midx_protocols.{json,md}. About 25 CPU-minutes per protocol on
 one thread; `--jobs 2` runs two at once.
 
-    python -P benchmarks/midx_protocols.py --processed data/processed/ptb/dataset.npz --epochs 3 --jobs 2
+    python benchmarks/midx_protocols.py --processed data/processed/ptb/dataset.npz --epochs 3 --jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -36,31 +35,16 @@ RUNS = [("wlm", "negatives"), ("wlm", "both"), ("ref", "negatives"), ("ref", "bo
 
 def one(args: tuple) -> dict:
     protocol, correct, processed, epochs = args
-    import torch
-
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.model import build_model
+    from table4_run import build, short_fit
     from xcbench.runtime import configure_process
-    from xcbench.tasks.base import make_task
-    from xcbench.train import TrainingDiverged, fit, method_config
 
     configure_process(1)
-    exp = resolve_experiment(load_experiment("config/experiments/midx/table4.yaml"), "paper")
     train, eval_state = PROTOCOLS[protocol]
-    exp["task"]["params"] = {**exp["task"]["params"], "eval_state": eval_state}
     method = "lstm_full" if correct == "full" else "lstm_uniform"
-    spec, _, model_cfg = method_config(exp, "ptb", method)
-    params = dict(spec["params"], **({} if correct == "full" else {"correct": correct}))
+    _, _, _, task, model = build(method, processed, params=None if correct == "full" else {"correct": correct},
+                                 eval_state=eval_state)
     train_cfg = {**train, "epochs": epochs, "schedule": "constant"}
-    device = torch.device("cpu")
-    task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
-    model = build_model(model_cfg, spec["head"], params, task.in_dim, task.n_classes, 0)
-    with tempfile.TemporaryDirectory() as d:
-        try:
-            res = fit(model, task, train_cfg, Path(d), 0, device)
-            hist, note = res["history"], ""
-        except TrainingDiverged as e:
-            hist, note = [], f"diverged: {e}".replace(d, "<run>")
+    hist, note = short_fit(model, task, train_cfg)
     return {"protocol": protocol, "correct": correct, "train": train_cfg, "eval_state": eval_state, "note": note,
             "val_ppl": [h["val_ppl"] for h in hist], "train_loss": [h["train_loss"] for h in hist],
             "epoch_s": [h["epoch_time_s"] for h in hist]}

@@ -12,7 +12,7 @@ evaluation windows, and writes the validation perplexity after every epoch:
 A learning rate whose curve jumps back up (or diverges) does not train this model; the table says
 which rates do. About 4 CPU-minutes per epoch and run for Uniform on one thread (Full about twice).
 
-    python -P benchmarks/midx_transformer_lr.py --processed data/processed/ptb/dataset.npz \
+    python benchmarks/midx_transformer_lr.py --processed data/processed/ptb/dataset.npz \
         --methods tf_uniform --lrs 20 5 1 --epochs 3
 Writes benchmarks/out/midx_transformer_lr.{json,md}.
 """
@@ -21,37 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
-EXPERIMENT = "config/experiments/midx/table4.yaml"
 
 
 def one(args: tuple) -> dict:
     method, lr, processed, epochs = args
-    import torch
-
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.model import build_model
+    from table4_run import build, paper_train, short_fit
     from xcbench.runtime import configure_process
-    from xcbench.tasks.base import make_task
-    from xcbench.train import TrainingDiverged, fit, method_config
 
     configure_process(1)
-    exp = resolve_experiment(load_experiment(EXPERIMENT), "paper")
-    spec, train_cfg, model_cfg = method_config(exp, "ptb", method)
-    train_cfg = {k: v for k, v in train_cfg.items() if k not in ("plateau", "select")}
-    train_cfg.update(lr=lr, epochs=epochs, schedule="constant")
-    device = torch.device("cpu")
-    task = make_task(exp, dataset_entry("ptb", load_datasets()), processed, None, device, 0, dataset="ptb")
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
-    with tempfile.TemporaryDirectory() as d:
-        try:
-            hist, note = fit(model, task, train_cfg, Path(d), 0, device)["history"], ""
-        except TrainingDiverged as e:
-            hist, note = [], f"diverged: {e}".replace(d, "<run>")
+    _, train, model_cfg, task, model = build(method, processed)
+    train_cfg = paper_train(train, epochs, lr=lr)
+    hist, note = short_fit(model, task, train_cfg)
     return {"method": method, "lr": lr, "train": train_cfg, "model": model_cfg, "note": note,
             "val_ppl": [h["val_ppl"] for h in hist], "train_loss": [h["train_loss"] for h in hist],
             "epoch_s": [h["epoch_time_s"] for h in hist]}
