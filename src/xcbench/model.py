@@ -64,6 +64,7 @@ def tie(encoder: nn.Module, head: nn.Module) -> None:
         raise ConfigError(f"model.tie_embeddings: input table {tuple(table.weight.shape)} != class embeddings "
                           f"{tuple(W.shape)}; set the encoder's embedding size equal to its output size")
     table.weight = W
+    head.tied = True
 
 
 def encoder_config(model_cfg: dict) -> dict:

@@ -104,6 +104,8 @@ class Head(nn.Module):
     def class_embeddings(self) -> nn.Parameter | None:
         return None
 
+    tied = False  # model.tie sets True: the encoder's input table is class_embeddings() too
+
     def after_step(self, step: int, optimizer) -> None:
         pass
 

@@ -25,7 +25,8 @@ of any of the row's positives counts as an accidental hit. With q = softmax(o) (
 as m grows (tests/test_samplers.py). Class rows are read with `F.embedding(sparse=True)`, so the
 gradient of E is a sparse row tensor touching only the rows used in the batch: a step costs
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
-sampler's index is refreshed for exactly those rows (`update_rows`, O(D log n) per row for trees),
+sampler's index is refreshed for exactly those rows, and with a tied input table for every row the
+gradient of E reaches (the input tokens' too; `update_rows`, O(D log n) per row for trees),
 and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
 proposal takes its own step at every training step (`fit_step(h, E)`, E the raw class table, which
 the proposal may normalise; samplers/base.py), apart from the model's loss and optimizer, and both
@@ -100,6 +101,18 @@ class NormalizedSoftmax(Head):
         return softmax_ce(self.scores(h), y)
 
 
+def grad_rows(g: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """Rows of a class table that the step's gradient `g` (dense or sparse, or None) reaches: beyond the
+    head's own rows, the input-token rows of a tied table (model.tie_embeddings). A plain or
+    row-wise optimizer moves exactly these rows; a momentum optimizer (dense Adam) moves others too,
+    which the index sees at the next epoch start."""
+    if g is None:
+        return torch.zeros(0, dtype=torch.long, device=device)
+    if g.is_sparse:
+        return g.coalesce().indices()[0]
+    return g.ne(0).any(1).nonzero().squeeze(1)
+
+
 @HEADS.register("sampled_softmax")
 class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
@@ -129,7 +142,10 @@ class SampledSoftmax(NormalizedSoftmax):
 
     def after_step(self, step: int, optimizer) -> None:
         if self._touched is not None:
-            self.sampler.update_rows(self._touched, self.E.detach()[self._touched])
+            ids = self._touched
+            if self.tied:  # the input tokens' rows moved too
+                ids = torch.unique(torch.cat([ids, grad_rows(self.E.grad, ids.device)]))
+            self.sampler.update_rows(ids, self.E.detach()[ids])
             self._touched = None
 
     @torch.no_grad()
