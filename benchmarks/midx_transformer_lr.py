@@ -66,14 +66,14 @@ def from_run(run: Path) -> dict:
     """A row from a finished Table 4 run's own history (`--add-run`): its epochs up to the first
     learning-rate change, where its plateau schedule still ran at a constant rate."""
     import csv
+    from itertools import takewhile
 
     import yaml
 
     cfg = yaml.safe_load((run / "config.resolved.yaml").read_text())
     hist = list(csv.DictReader((run / "history.csv").open()))
     lr = float(cfg["train"]["lr"])
-    rows = [hist[0]] + [h for h in hist[1:] if float(h["lr"]) == lr]
-    rows = rows[:next((i for i, h in enumerate(rows[1:], 1) if float(h["lr"]) != lr), len(rows))]
+    rows = [hist[0], *takewhile(lambda h: float(h["lr"]) == lr, hist[1:])]                 # epoch 0, then lr constant
     return {"method": cfg["method"], "optimizer": cfg["train"]["optimizer"], "lr": lr,
             "tie": bool(cfg.get("model", {}).get("tie_embeddings", False)), "note": f"the run {run} (lr {lr:g} until "
             f"epoch {len(rows) - 1})", "val_ppl": [float(h["val_ppl"]) for h in rows],
@@ -86,7 +86,7 @@ def key(r: dict) -> tuple:
 
 
 def merge(path: Path, new: list[dict]) -> list[dict]:
-    """The saved rows with `new` added (a rerun of the same method, optimiser and lr replaces its row)."""
+    """The saved rows with `new` added (a rerun of the same method, optimiser, lr and tying replaces its row)."""
     old = json.loads(path.read_text()) if path.exists() else []
     done = {key(r) for r in new}
     return [r for r in old if key(r) not in done] + new
