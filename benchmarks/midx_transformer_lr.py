@@ -26,7 +26,6 @@ Writes benchmarks/out/midx_transformer_lr.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -68,9 +67,9 @@ def from_run(run: Path) -> dict:
     import csv
     from itertools import takewhile
 
-    import yaml
+    from xcbench.io import read_yaml
 
-    cfg = yaml.safe_load((run / "config.resolved.yaml").read_text())
+    cfg = read_yaml(run / "config.resolved.yaml")
     hist = list(csv.DictReader((run / "history.csv").open()))
     lr = float(cfg["train"]["lr"])
     rows = [hist[0], *takewhile(lambda h: float(h["lr"]) == lr, hist[1:])]                 # epoch 0, then lr constant
@@ -87,7 +86,9 @@ def key(r: dict) -> tuple:
 
 def merge(path: Path, new: list[dict]) -> list[dict]:
     """The saved rows with `new` added (a rerun of the same method, optimiser, lr and tying replaces its row)."""
-    old = json.loads(path.read_text()) if path.exists() else []
+    from xcbench.io import read_json
+
+    old = read_json(path) if path.exists() else []
     done = {key(r) for r in new}
     return [r for r in old if key(r) not in done] + new
 
@@ -104,21 +105,24 @@ def main() -> None:
     p.add_argument("--render-only", action="store_true", help="rewrite the table from the saved JSON")
     p.add_argument("--add-run", type=Path, help="add a finished Table 4 run's own curve (its constant-rate epochs) to the table")
     a = p.parse_args()
-    if a.add_run:
-        rows = merge(OUT / "midx_transformer_lr.json", [from_run(a.add_run)])
-        (OUT / "midx_transformer_lr.json").write_text(json.dumps(rows, indent=1))
-    if a.render_only or a.add_run:
-        rows = json.loads((OUT / "midx_transformer_lr.json").read_text())
-        (OUT / "midx_transformer_lr.md").write_text(table(rows))
-        return
-    with ProcessPoolExecutor(a.jobs) as ex:
-        new = list(ex.map(one, [(m, a.optimizer, lr, a.processed, a.epochs, a.tie) for m in a.methods for lr in a.lrs]))
-    OUT.mkdir(exist_ok=True)
-    rows = merge(OUT / "midx_transformer_lr.json", new)
-    (OUT / "midx_transformer_lr.json").write_text(json.dumps(rows, indent=1))
-    (OUT / "midx_transformer_lr.md").write_text(table(rows))
-    print(table(rows))
+    from xcbench.io import read_json, write_json, write_text
 
+    saved = OUT / "midx_transformer_lr.json"
+    if a.render_only:
+        rows = read_json(saved)
+    else:
+        if a.add_run:
+            new = [from_run(a.add_run)]
+        else:
+            with ProcessPoolExecutor(a.jobs) as ex:
+                new = list(ex.map(one, [(m, a.optimizer, lr, a.processed, a.epochs, a.tie)
+                                        for m in a.methods for lr in a.lrs]))
+        rows = merge(saved, new)
+        write_json(saved, rows)
+    md = table(rows)
+    write_text(OUT / "midx_transformer_lr.md", md)
+    if not (a.render_only or a.add_run):
+        print(md)
 
 if __name__ == "__main__":
     main()
