@@ -17,7 +17,8 @@ k-means' precision and mass count their whole group (hundreds to thousands of cl
 that quota (the union of the per-example selections with the labels), median of `--repeats` after one
 warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each forest is queried
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
-(pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells.
+(pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells, and by
+the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py).
 
     python benchmarks/selector_bench.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
     python benchmarks/selector_bench.py --n 10000 --repeats 2 --name selectors_small
@@ -72,10 +73,15 @@ def POOLS(n: int) -> tuple[int, ...]:
 NPROBES = (4, 8, 32, 128)
 
 
+PROBES = (7, 15, 31)
+
+
 def variants(name: str, n: int) -> list[dict]:
-    """Query-time settings tried on one built structure: HF's re-rankings and pools, faiss's nprobe."""
+    """Query-time settings tried on one built structure: HF's re-rankings, pools and best-first probes
+    (probe rounds of L walks each, ranked by response; also by the text's cosine at 15), faiss's nprobe."""
     if name == "hf":
-        return [{"rerank": r, "pool": p} for p in POOLS(n) for r in ("cosine", "inner")]
+        return ([{"rerank": r, "pool": p, "probe": 0} for p in POOLS(n) for r in ("cosine", "inner")]
+                + [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}])
     if name == "faiss_ivf":
         return [{"nprobe": p} for p in NPROBES]
     return [{}]
@@ -179,7 +185,7 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
             for k, v in var.items():
                 setattr(sel, k, v)
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
-                                      if not (k == "pool" and v == 1)])
+                                      if not (k == "pool" and v == 1) and not (k == "probe" and v == 0)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
             prec, mass = scores_of(per_example_mask(sel, name, h, y, q), top, p_neg)
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
@@ -193,7 +199,7 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
 STEP_SELECTORS = {  # one setting per selector family for the training-step comparison (M = 1%)
     "optimal": ("optimal", {}), "random": ("random", {}), "pca_hash": ("pca_hash", {"bits": 12, "rebuild_every": None}),
     "kmeans": ("kmeans", {"clusters": 1024, "iters": 5, "rebuild_every": None}),
-    "hf": ("hf", {"trees": 5, "leaf": 64, "rebuild_every": None, "rerank": "inner", "pool": 8}),
+    "hf": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}),
     "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
 }
 
@@ -270,6 +276,12 @@ def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -
     return rows
 
 
+def family(tag: str) -> str:
+    """A row's marker group: the selector's name, HF's best-first walks apart."""
+    name = tag.split()[0]
+    return "hf best-first" if name == "hf" and "probe=" in tag else name
+
+
 def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict) -> None:
     import matplotlib
 
@@ -279,8 +291,9 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
     ns = sorted({r["n"] for r in rows})
     fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 3.4), squeeze=False)
     for ax, n in zip(axes[0], ns):
-        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o"), ("faiss_ivf", "^")):
-            pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and r["selector"].startswith(fam)]
+        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o"),
+                        ("hf best-first", "P"), ("faiss_ivf", "^")):
+            pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and family(r["selector"]) == fam]
             if pts:
                 ax.scatter(*zip(*pts), marker=mk, label=fam, s=22)
         ax.set_xscale("log")

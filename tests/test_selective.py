@@ -130,20 +130,24 @@ def test_duplicate_rows_still_give_a_partition():
         assert torch.equal(torch.sort(torch.cat(tree)).values, torch.arange(40)) and max(map(len, tree)) <= 4
 
 
-def test_gram_and_gather_builds_give_the_same_trees(monkeypatch):
+def test_gram_product_and_gather_builds_give_the_same_trees(monkeypatch):
     W, _ = clustered(C=300)
     U = F.normalize(W, dim=1)
-    a = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))
+    a = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))                      # Gram matrix
     monkeypatch.setattr(fo, "GRAM_MAX", 0)
-    b = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))
-    assert torch.equal(a.order, b.order) and torch.equal(a.size, b.size)
+    monkeypatch.setattr(fo, "GEMM_BLOCK", 5)                                       # several blocks per level
+    b = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))                      # products, then gathers
+    monkeypatch.setattr(fo, "GEMM_PER_TREE", 0)
+    c = fo.Forest(U, 3, 8, torch.Generator().manual_seed(5))                      # gathers only
+    for f in (b, c):
+        assert torch.equal(a.order, f.order) and torch.equal(a.size, f.size)
 
 
 def test_descent_stops_at_the_deepest_node_with_at_least_Q_classes():
     W, g = clustered(C=400)
     f = fo.Forest(F.normalize(W, dim=1), 3, 4, torch.Generator().manual_seed(0))
     x = F.normalize(torch.randn(6, W.shape[1], generator=g), dim=1)
-    node = f.descend(x, 10)
+    node = f.descend(x, 10)[0]
     for b in range(6):
         for l in range(3):
             v = int(node[b, l])
@@ -367,6 +371,77 @@ def test_pool_reranks_the_cells_reached_at_pool_times_Q_classes(pool, Q):
         cand = torch.nonzero(walk).squeeze(1)
         want = cand[torch.topk(F.normalize(W[cand], dim=1) @ x[b], Q).indices]
         assert sorted(cls[rows == b].tolist()) == sorted(want.tolist())
+
+
+def _walk(f, x, v, Q):
+    """Brute-force walk from node v: [(distance to the boundary, untaken sibling) per step], end node."""
+    steps = []
+    while f.left[v] >= 0:
+        proj = float(x @ f.normal[v]) - float(f.thr[v])
+        child, sib = (int(f.left[v]), int(f.right[v])) if proj >= 0 else (int(f.right[v]), int(f.left[v]))
+        if int(f.size[child]) < Q:
+            break
+        steps.append((abs(proj) / float(f.normal[v].norm()), sib))
+        v = child
+    return steps, v
+
+
+@pytest.mark.parametrize("probe", [1, 3, 8])
+@pytest.mark.parametrize("Q", [1, 6])
+@pytest.mark.parametrize("dense", [32, 0])
+def test_probe_reranks_the_cells_of_best_first_walks(probe, Q, dense, monkeypatch):
+    """Brute force: per example, the paper's walk in each of the L trees, then `probe` rounds; each
+    pops the L untaken sides of lowest priority (the largest boundary distance on the way there) and
+    walks from each; the top-Q by cosine of the union of every walk's cell (scored by one product, or
+    by gathered rows: DENSE_RATIO 0)."""
+    monkeypatch.setattr(fo, "DENSE_RATIO", dense)
+    W, g = clustered(C=800)
+    sel = SELECTORS.get("hf")(len(W), trees=4, leaf=4, probe=probe)
+    sel.update(W, torch.Generator().manual_seed(0))
+    h = torch.randn(7, W.shape[1], generator=g)
+    f, x = sel.forest, F.normalize(h, dim=1)
+    rows, cls = sel.per_example(h, Q)
+    nodes = f.probes(x, Q, probe)                                                  # (B, L (1 + probe))
+    for b in range(len(h)):
+        ends, heap = [], []
+        for l in range(4):
+            s, v = _walk(f, x[b], int(f.roots[l]), Q)
+            ends.append(v)
+            heap += s
+        for _ in range(probe):
+            heap.sort(key=lambda e: e[0])                                          # stable: ties keep their order
+            popped, heap = heap[:4], heap[4:]
+            for gap, side in popped:
+                s, v = _walk(f, x[b], side, Q)
+                ends.append(v)
+                heap += [(max(gap, g2), s2) for g2, s2 in s]
+        assert sorted(ends) == sorted(v for v in nodes[b].tolist() if v >= 0)
+        walk = torch.zeros(len(W), dtype=torch.bool)
+        for v in ends:
+            walk[f.order[int(f.start[v]):int(f.start[v]) + int(f.size[v])]] = True
+        cand = torch.nonzero(walk).squeeze(1)
+        want = cand[torch.topk(F.normalize(W[cand], dim=1) @ x[b], Q).indices]
+        assert sorted(cls[rows == b].tolist()) == sorted(want.tolist())
+
+
+def test_probes_raise_precision_on_clustered_data():
+    W, g = clustered(C=4000, d=32, k=40, noise=0.3)
+    x = F.normalize(W[:64] + 0.2 * torch.randn(64, 32, generator=g), dim=1)
+    top = torch.topk(x @ F.normalize(W, dim=1).T, 10, dim=1).indices
+    overlap = {}
+    for probe in (0, 4):
+        sel = SELECTORS.get("hf")(len(W), trees=3, leaf=16, probe=probe)
+        sel.update(W, torch.Generator().manual_seed(0))
+        q, c = sel.per_example(x, 10)
+        got = torch.zeros(64, len(W), dtype=torch.bool)
+        got[q, c] = True
+        overlap[probe] = got.gather(1, top).float().mean().item()
+    assert overlap[4] >= overlap[0] + 0.1, overlap
+
+
+def test_pool_and_probe_must_be_integers_in_range():
+    with pytest.raises(ValueError, match="probe"):
+        SELECTORS.get("hf")(10, probe=-1)
 
 
 def test_pool_must_be_a_positive_integer():

@@ -17,13 +17,23 @@ at the deepest node holding at least r Q classes, so each tree contributes a lar
 query to the re-ranked pool (r = 1 is the paper's walk). The classes pooled over the L trees are re-ranked by cosine to the query
 and the Q closest are the example's selection (`rerank: inner` ranks the pool by the response w_c . x
 instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
-The pooled cells are handled as flat (query, class) pairs: a padded (B, L x largest cell, d) tensor
-was 3-7x slower at 10^4-3x10^5 classes and took gigabytes for large cells.
+
+`probe` k > 0 (not in the paper; the priority search of Annoy and FLANN) adds k best-first rounds to the
+walk: every untaken side of a step on the query's paths enters a heap with priority
+    max over the boundaries crossed to reach it of |n . x - t| / |n|   (the query's distance to them),
+and each round walks, by the same rule, from the L sides of lowest priority over all trees, pushing the
+sides that those walks leave untaken. The pool is then L (1 + k) cells. The paper's L cells miss most of
+a query's nearest classes at 10^6 (precision 0.22 with 10 trees; its neighbours are split by boundaries
+it passes close to), and the far sides of the nearest boundaries hold them: precision 0.75 with 15
+rounds at a quarter of exact top-k's time (benchmarks/out/selectors.md).
+Each query's pooled classes are a padded row of class ids, de-duplicated by one sort per row, scored by
+its gathered (P, d) rows times x and cut by one top-k per row.
 
 All L trees live in flat arrays and grow together, one level at a time; the descent runs for every
 (example, tree) pair at once, one tensor operation per level. For C <= GRAM_MAX the projections
-n . w = w . w_i - w . w_j are read from the Gram matrix (one C x C product per build) instead of
-gathering a (T, d) block per level; both paths give the same trees (tests).
+n . w = w . w_i - w . w_j are read from the Gram matrix (one C x C product per build); above it, levels
+with at most GEMM_PER_TREE cells per tree use (C, cells) products U n^T, deeper ones gather a (T, d)
+block; all paths give the same trees (tests).
 """
 
 from __future__ import annotations
@@ -37,6 +47,9 @@ from xcbench.selectors.base import IndexedSelector
 RERANK = ("cosine", "inner")  # the text's cosine, or the response w . x that Optimal ranks by
 CHUNK = 1024      # rows per gathered block: its (CHUNK, d) temporaries stay in cache (65,536 rows: 6x slower)
 GRAM_MAX = 16384  # up to this many classes the build reads projections from the Gram matrix U U^T
+GEMM_PER_TREE = 32  # while a level has at most this many cells per tree, project by (C, cells) products
+GEMM_BLOCK = 256    # cells per product: a (C, 256) block (1 GB at C = 10^6)
+DENSE_RATIO = 32     # score the pool by one (B, C) product while C <= 32 P: BLAS does 30x the gathers' rate
 
 
 def _rowdot(A: torch.Tensor, ia: torch.Tensor, B: torch.Tensor, ib: torch.Tensor) -> torch.Tensor:
@@ -44,6 +57,20 @@ def _rowdot(A: torch.Tensor, ia: torch.Tensor, B: torch.Tensor, ib: torch.Tensor
     return torch.cat([(A.index_select(0, ia[s:s + CHUNK]) * B.index_select(0, ib[s:s + CHUNK])).sum(1)
                       for s in range(0, len(ia), CHUNK)]) \
         if len(ia) else torch.zeros(0, device=A.device, dtype=A.dtype)
+
+
+def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:
+    """n_seg . u_w for the level's (class, cell) elements, which are ordered by cell: per block of
+    GEMM_BLOCK cells one (C, block) product U n^T, read at the elements of those cells.  (len(w),)
+    A product costs C d per cell, a gathered row d per element (L C per level), and BLAS runs 10-20x
+    faster than gathers, so the build uses this while the level has few cells (measured at C = 10^6)."""
+    out = torch.empty(len(w), device=U.device, dtype=U.dtype)
+    ends = [0] + torch.cumsum(sz, 0).tolist()
+    for s in range(0, len(nrm), GEMM_BLOCK):
+        e = min(s + GEMM_BLOCK, len(nrm))
+        a, b = ends[s], ends[e]
+        out[a:b] = (U @ nrm[s:e].T)[w[a:b], seg[a:b] - s]                                  # (C, e - s) read at T
+    return out
 
 
 def _rows(A: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -83,7 +110,9 @@ class Forest:
             nrm, t = ui - uj, ((ui - uj) * (ui + uj)).sum(1) / 2                                # max-margin plane
             seg, pos = _ranges(st, sz)
             w = order[pos]
-            if G is None:
+            if G is None and Fn <= GEMM_PER_TREE * trees:  # few cells: (C, cells) products
+                go_left = _project(U, w, nrm, seg, sz) >= t[seg]                                # (T,)
+            elif G is None:
                 go_left = _rowdot(U, w, nrm, seg) >= t[seg]                                     # (T,)
             else:  # n . w = w . u_i - w . u_j from the Gram matrix: scalar gathers instead of (T, d) ones
                 go_left = G[w, ci[seg]] - G[w, cj[seg]] >= t[seg]
@@ -108,6 +137,7 @@ class Forest:
         self.roots = torch.arange(trees, device=dev)                                            # (L,)
         self.order, self.start, self.size, self.left, self.right = order, start, size, left, right
         self.normal, self.thr, self.depth = normal, thr, depth
+        self.nnorm = normal.norm(dim=1).clamp_min(1e-12)                                        # |n| per node
 
     def leaves(self) -> list[list[torch.Tensor]]:
         """Per tree, the class ids of each leaf (for tests)."""
@@ -116,64 +146,108 @@ class Forest:
         return [[self.order[s:s + n] for s, n in zip(self.start[leaf[tree == l]].tolist(), self.size[leaf[tree == l]].tolist())]
                 for l in range(len(self.roots))]
 
-    def descend(self, x: torch.Tensor, Q: int) -> torch.Tensor:
-        """The node reached by every (query, tree): the deepest node on the query's path holding >= Q
-        classes.  x (B, d) unit rows -> (B, L) node ids."""
-        cur = self.roots.unsqueeze(0).expand(len(x), -1).clone()                                # (B, L)
+    def descend(self, x: torch.Tensor, Q: int, start: torch.Tensor | None = None,
+                record: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """The node reached by every (query, walk): the deepest node on the query's path holding >= Q
+        classes.  x (B, d) unit rows, walks from the roots (or from `start` (B, K) nodes) -> (B, L) node
+        ids; with `record`, also each step's untaken sibling (B, L, depth) and the query's distance to
+        that step's boundary |n . x - t| / |n| (inf where the walk did not step)."""
+        cur = (self.roots.unsqueeze(0).expand(len(x), -1) if start is None else start).clone()   # (B, K)
+        sibs, gaps = [], []
         for _ in range(self.depth):
             lft = self.left[cur]
             inner = lft >= 0
             if not inner.any():
                 break
-            side = (x.unsqueeze(1) * _rows(self.normal, cur)).sum(-1) >= self.thr[cur]        # (B, L)
+            proj = (x.unsqueeze(1) * _rows(self.normal, cur)).sum(-1) - self.thr[cur]           # (B, K)
+            side = proj >= 0
             child = torch.where(side, lft, self.right[cur])
             go = inner & (self.size[child.clamp(min=0)] >= Q)
             if not go.any():
                 break
+            if record:
+                sibs.append(torch.where(side, self.right[cur], lft))
+                gaps.append(torch.where(go, proj.abs() / self.nnorm[cur], torch.inf))
             cur = torch.where(go, child, cur)
-        return cur
+        if not record:
+            return cur, None, None
+        if not sibs:
+            return cur, cur.new_zeros(*cur.shape, 0), x.new_zeros(*cur.shape, 0)
+        return cur, torch.stack(sibs, -1), torch.stack(gaps, -1)
+
+    def probes(self, x: torch.Tensor, Q: int, probe: int) -> torch.Tensor:
+        """Best-first walks (not in the paper; the priority search of Annoy and FLANN): after the paper's
+        walk in every tree, `probe` rounds; each walks (by the same rule) from the L untaken sides of
+        lowest priority met so far, over all trees, the priority of a side being the largest distance
+        |n . x - t| / |n| from the query to a boundary on the way there (ties: the side met first).  x (B, d) -> nodes
+        (B, L (1 + probe)), -1 where fewer sides were left."""
+        node, sib, gap = self.descend(x, Q, record=True)                                        # (B, L), (B, L, D) x2
+        B, L = node.shape
+        side, prio, ends = sib.reshape(B, -1), gap.reshape(B, -1), [node]                       # (B, H) the heap
+        for _ in range(probe):
+            g, at = (t[:, :L] for t in prio.sort(dim=1, stable=True))                           # (B, k) lowest; ties: oldest
+            ok = torch.isfinite(g)
+            if not ok.any():
+                break
+            prio = prio.scatter(1, at, torch.inf)                                               # popped
+            end, s2, g2 = self.descend(x, Q, start=torch.where(ok, side.gather(1, at), self.roots[0]), record=True)
+            ends.append(torch.where(ok, end, -1))
+            g2 = torch.maximum(g2, g.unsqueeze(-1)).masked_fill(~ok.unsqueeze(-1), torch.inf)  # (B, k, D')
+            side, prio = torch.cat([side, s2.reshape(B, -1)], 1), torch.cat([prio, g2.reshape(B, -1)], 1)
+        return torch.cat(ends, 1)
 
     def query(self, x: torch.Tensor, Q: int, norms: torch.Tensor | None = None,
-              pool: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+              pool: int = 1, probe: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Per query the Q pooled classes of highest cosine (with `norms`, of highest response
-        |w_c| cos = w_c . x / |x|) among the cells reached by walks that stop at pool x Q classes:
-        flat (query row, class id) pairs, by row."""
-        return self._pool(x, self.descend(x, pool * Q), Q, norms)                            # nodes (B, L)
+        |w_c| cos = w_c . x / |x|) among the cells reached by walks that stop at pool x Q classes
+        (and, with `probe`, by the multi-probe walks): flat (query row, class id) pairs, by row."""
+        node = self.probes(x, pool * Q, probe) if probe else self.descend(x, pool * Q)[0]     # (B, L (1 + probe))
+        return self._pool(x, node, Q, norms)
 
     def _pool(self, x: torch.Tensor, node: torch.Tensor, Q: int,
               norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        node = node.reshape(-1)                                                                 # (B L,)
-        L = len(self.roots)
-        row = torch.arange(len(x), device=x.device).repeat_interleave(L)
-        seg, pos = _ranges(self.start[node], self.size[node])
-        key = torch.unique(row[seg] * self.C + self.order[pos])                                 # pooled, deduplicated
-        q, c = key // self.C, key % self.C
-        uc, inv = torch.unique(c, return_inverse=True)
-        if len(x) * len(uc) <= 8 * len(c):  # few distinct classes: one (B, |uc|) product beats |pairs| gathered rows
-            cos = (x @ self.U.index_select(0, uc).T)[q, inv]
-        else:
-            cos = _rowdot(x, q, self.U, c)
+        """The Q best of each query's pooled cells (nodes (B, K), -1: none), as a padded (B, P) table of
+        class ids (C: empty), each class once per row: one sort and one top-k per row, no global sort."""
+        B, K = node.shape
+        ok = node >= 0
+        n = torch.where(ok, self.size[node.clamp(min=0)], 0)                                    # (B, K) cell sizes
+        cnt = n.sum(1)                                                                          # (B,)
+        seg, pos = _ranges(self.start[node.clamp(min=0)].reshape(-1), n.reshape(-1))
+        row = seg // K
+        col = torch.arange(len(seg), device=x.device) - (torch.cumsum(cnt, 0) - cnt)[row]
+        cand = torch.full((B, max(int(cnt.max()), 1)), self.C, device=x.device)
+        cand = cand.index_put_((row, col), self.order[pos]).sort(1).values                       # (B, P)
+        cand[:, 1:].masked_fill_(cand[:, 1:] == cand[:, :-1], self.C)                           # each class once
+        score = self._score(x, cand)                                                            # (B, P) cosines
         if norms is not None:
-            cos = cos * norms[c]
-        by_score = torch.argsort(-cos, stable=True)
-        idx = by_score[torch.argsort(q[by_score], stable=True)]                                 # by row, then score
-        q, c = q[idx], c[idx]
-        count = torch.bincount(q, minlength=len(x))
-        rank = torch.arange(len(q), device=x.device) - (torch.cumsum(count, 0) - count)[q]
-        keep = rank < Q
-        return q[keep], c[keep]
+            score = score * norms[cand.clamp(max=self.C - 1)]
+        val, at = score.masked_fill(cand == self.C, -torch.inf).topk(min(Q, cand.shape[1]), dim=1)
+        keep = torch.isfinite(val)                                                              # (B, Q)
+        rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(at)
+        return rows[keep], cand.gather(1, at)[keep]
+
+    def _score(self, x: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """u_c . x for the (B, P) table of class ids: one (B, C) product when C <= DENSE_RATIO P, else per
+        query its gathered (P, d) rows times x (a batched (P, d) x (d, 1) product ran 2-4x slower here)."""
+        (B, P), C = cand.shape, self.U.shape[0]
+        idx = cand.clamp(max=C - 1)
+        if C <= DENSE_RATIO * P:
+            return (x @ self.U.T).gather(1, idx)
+        return torch.stack([self.U.index_select(0, idx[b]) @ x[b] for b in range(B)])        # (B, P)
 
 
 @SELECTORS.register("hf")
 class HashingForest(IndexedSelector):
     def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100,
-                 rerank: str = "cosine", pool: int = 1) -> None:
+                 rerank: str = "cosine", pool: int = 1, probe: int = 0) -> None:
         super().__init__(n_classes, rebuild_every)
         if rerank not in RERANK:
             raise ValueError(f"hf: rerank must be one of {RERANK}, got {rerank!r}")
         if int(pool) != pool or pool < 1:
             raise ValueError(f"hf: pool must be an integer >= 1 (1: the paper's walk), got {pool!r}")
-        self.trees, self.leaf, self.rerank, self.pool = trees, leaf, rerank, int(pool)
+        if int(probe) != probe or probe < 0:
+            raise ValueError(f"hf: probe must be an integer >= 0 (0: the paper's walk alone), got {probe!r}")
+        self.trees, self.leaf, self.rerank, self.pool, self.probe = trees, leaf, rerank, int(pool), int(probe)
         self.forest: Forest | None = None
         self.norms: torch.Tensor | None = None
 
@@ -184,7 +258,7 @@ class HashingForest(IndexedSelector):
     def per_example(self, h: torch.Tensor, q: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(query row, class) pairs of each example's q selected classes."""
         return self.forest.query(F.normalize(h.float(), dim=1), q, self.norms if self.rerank == "inner" else None,
-                                 self.pool)
+                                 self.pool, self.probe)
 
     def candidates(self, h, y, q, gen):
         return self.per_example(h, q)[1]
