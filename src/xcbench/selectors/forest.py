@@ -43,20 +43,15 @@ import torch.nn.functional as F
 
 from xcbench.registry import SELECTORS
 from xcbench.selectors.base import IndexedSelector
+from xcbench.selectors.segments import ranges as _ranges
+from xcbench.selectors.segments import rowdot as _rowdot
+from xcbench.selectors.segments import rows as _rows
 
 RERANK = ("cosine", "inner")  # the text's cosine, or the response w . x that Optimal ranks by
-CHUNK = 1024      # rows per gathered block: its (CHUNK, d) temporaries stay in cache (65,536 rows: 6x slower)
 GRAM_MAX = 16384  # up to this many classes the build reads projections from the Gram matrix U U^T
 GEMM_PER_TREE = 32  # while a level has at most this many cells per tree, project by (C, cells) products
 GEMM_BLOCK = 256    # cells per product: a (C, 256) block (1 GB at C = 10^6)
 DENSE_RATIO = 32     # score the pool by one (B, C) product while C <= 32 P: BLAS does 30x the gathers' rate
-
-
-def _rowdot(A: torch.Tensor, ia: torch.Tensor, B: torch.Tensor, ib: torch.Tensor) -> torch.Tensor:
-    """sum_j A[ia, j] B[ib, j] in blocks.  (len(ia),)  index_select: on the CPU 6x faster than A[ia] for rows"""
-    return torch.cat([(A.index_select(0, ia[s:s + CHUNK]) * B.index_select(0, ib[s:s + CHUNK])).sum(1)
-                      for s in range(0, len(ia), CHUNK)]) \
-        if len(ia) else torch.zeros(0, device=A.device, dtype=A.dtype)
 
 
 def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:
@@ -71,18 +66,6 @@ def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Ten
         a, b = ends[s], ends[e]
         out[a:b] = (U @ nrm[s:e].T)[w[a:b], seg[a:b] - s]                                  # (C, e - s) read at T
     return out
-
-
-def _rows(A: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """A[idx] for an index tensor of any shape, by index_select.  idx.shape + A.shape[1:]"""
-    return A.index_select(0, idx.reshape(-1)).reshape(*idx.shape, *A.shape[1:])
-
-
-def _ranges(start: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For segments (start, n): (segment id of each element, its position start + offset)."""
-    seg = torch.repeat_interleave(torch.arange(len(n), device=n.device), n)
-    offs = torch.arange(int(n.sum()), device=n.device) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
-    return seg, start[seg] + offs
 
 
 class Forest:
