@@ -19,6 +19,8 @@ warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each f
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
 (pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells, and by
 the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py).
+The re-rank's floor (`rerank_floor`): P sorted random rows gathered per query and multiplied by it,
+against exact top-k in the same run, the least that any selector re-ranking P pooled classes pays.
 
     python benchmarks/selector_bench.py                       # n in {1e4, 1e5, 1e6}, B = 256, d = 256
     python benchmarks/selector_bench.py --n 10000 --repeats 2 --name selectors_small
@@ -76,12 +78,14 @@ NPROBES = (4, 8, 32, 128)
 PROBES = (7, 15, 31)
 
 
-def variants(name: str, n: int) -> list[dict]:
+def variants(name: str, n: int, params: dict) -> list[dict]:
     """Query-time settings tried on one built structure: HF's re-rankings, pools and best-first probes
-    (probe rounds of L walks each, ranked by response; also by the text's cosine at 15), faiss's nprobe."""
+    (probe rounds of L walks each, ranked by response, also by the text's cosine at 15; forests of at
+    most 10 trees: with more, the walks alone cost more than exact top-k), faiss's nprobe."""
     if name == "hf":
+        probes = [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}]
         return ([{"rerank": r, "pool": p, "probe": 0} for p in POOLS(n) for r in ("cosine", "inner")]
-                + [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}])
+                + (probes if params["trees"] <= 10 else []))
     if name == "faiss_ivf":
         return [{"nprobe": p} for p in NPROBES]
     return [{}]
@@ -181,7 +185,7 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
         if sel.needs_index:
             sel.update(W, torch.Generator().manual_seed(2))
         build = time.perf_counter() - t0
-        for var in variants(name, n):  # one structure, queried several ways
+        for var in variants(name, n, params):  # one structure, queried several ways
             for k, v in var.items():
                 setattr(sel, k, v)
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
@@ -190,6 +194,8 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
             prec, mass = scores_of(per_example_mask(sel, name, h, y, q), top, p_neg)
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
                          "select_s": sel_s, "precision": prec, "mass": mass, "selected": len(S)})
+            if name == "hf":  # distinct classes re-ranked per query (the forest's last query)
+                rows[-1]["pooled"] = sel.forest.pooled.float().mean().item()
             print(f"n={n:>8} {tag:<28} build {build:8.3f} s  select {1000 * sel_s:9.2f} ms  precision {prec:.3f}"
                   f"  mass {mass:.3f}", flush=True)
         del sel
@@ -241,6 +247,21 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     return out
 
 
+def rerank_floor(n: int, d: int, B: int, pools: tuple[int, ...], repeats: int) -> dict:
+    """What any pool-and-re-rank selector pays at least: per query, P sorted random rows of W gathered and
+    times h (the forest's re-rank without its walks), against exact top-k, the (B, n) product read once
+    for all B queries. Gathers move P d floats per query at memory speed; the product runs at BLAS speed."""
+    g = torch.Generator().manual_seed(0)
+    W, h = torch.randn(n, d, generator=g), torch.randn(B, d, generator=g)
+    q = math.ceil(n // 100 / B) + 1
+    out = {"n": n, "d": d, "B": B, "exact_s": timed(lambda: (h @ W.T).topk(q, dim=1), repeats)[0], "pools": {}}
+    for P in pools:
+        cand = torch.randint(n, (B, P), generator=g).sort(1).values                             # (B, P)
+        out["pools"][P] = timed(lambda: torch.stack([W.index_select(0, cand[b]) @ h[b] for b in range(B)]), repeats)[0]
+        print(f"n={n} re-rank of {P} gathered rows per query {out['pools'][P]:.3f} s, exact top-k {out['exact_s']:.3f} s", flush=True)
+    return out
+
+
 def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -> list[dict]:
     """xcbench.kmeans (Lloyd in torch) against faiss.Kmeans on the mixture: K centroids fitted on a
     sample of `fit` rows (None: all n) for `iters` iterations from the same initial rows, then every
@@ -282,7 +303,7 @@ def family(tag: str) -> str:
     return "hf best-first" if name == "hf" and "probe=" in tag else name
 
 
-def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict) -> None:
+def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict, floor: list[dict] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -308,14 +329,21 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
              f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
              "own selection covers (the part of the negatives' gradient the restricted softmax keeps).", "",
-             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | selection / optimal's |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Pooled: HF's distinct classes re-ranked per query.", "",
+             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | selection / optimal's |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for n in ns:
         opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")
         for r in (r for r in rows if r["n"] == n):
             mass = f"{r['mass']:.3f}" if "mass" in r else "-"  # runs before the column was added
+            pooled = f"{r['pooled']:,.0f}" if "pooled" in r else "-"
             lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
-                         f"{r['precision']:.3f} | {mass} | {r['selected']} | {r['select_s'] / opt:.3f} |")
+                         f"{r['precision']:.3f} | {mass} | {r['selected']} | {pooled} | {r['select_s'] / opt:.3f} |")
+    for fl in floor:
+        lines += ["", f"The re-rank's floor at n = {fl['n']:,} (B = {fl['B']}, d = {fl['d']}): P sorted random rows gathered "
+                  f"per query and multiplied by it (`rerank_floor`), against exact top-k ({1000 * fl['exact_s']:.0f} ms, one "
+                  f"(B, n) product):", "", "| rows per query P | re-rank (ms) | / exact top-k |", "|---|---|---|"]
+        lines += [f"| {int(P):,} | {1000 * s:.0f} | {s / fl['exact_s']:.2f} |" for P, s in fl["pools"].items()]
     for st in steps:
         lines += ["", f"One training step at n = {st['n']:,} (loss, backward, lazy Adam; B = {st['B']}, d = {st['d']}, "
                   f"M = {st['M']:,}; index built beforehand):", "",
@@ -353,13 +381,15 @@ def main() -> None:
         ds = a.trained.parent.parent.name
         W, h, y, meta["embeddings"] = trained(a.trained, a.experiment, ds,
                                               a.processed or f"data/processed/{ds}/dataset.npz", a.batch)
-        rows, steps, km = bench(W, h, y, a.repeats), [], []
+        rows, steps, km, floor = bench(W, h, y, a.repeats), [], [], []
     else:
         rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
         steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
         km = [r for n in a.kmeans_n for r in kmeans_compare(n, a.d)]
-    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps, "kmeans": km}, indent=1))
-    render(rows, steps, km, a.name, meta)
+        floor = [rerank_floor(n, a.d, a.batch, (2500, 5000, 10000, 20000), a.repeats) for n in a.step_n]
+    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps, "kmeans": km,
+                                                    "floor": floor}, indent=1))
+    render(rows, steps, km, a.name, meta, floor)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ walk: every untaken side of a step on the query's paths enters a heap with prior
 and each round walks, by the same rule, from the L sides of lowest priority over all trees, pushing the
 sides that those walks leave untaken. The pool is then L (1 + k) cells. The paper's L cells miss most of
 a query's nearest classes at 10^6 (precision 0.22 with 10 trees; its neighbours are split by boundaries
-it passes close to), and the far sides of the nearest boundaries hold them: precision 0.75 with 15
-rounds at a quarter of exact top-k's time (benchmarks/out/selectors.md).
+it passes close to), and the far sides of the nearest boundaries hold them: 0.62 / 0.76 with 7 / 15
+rounds at 0.38 / 0.76 of exact top-k's time (benchmarks/out/selectors.md, which also measures the
+re-rank's floor: 10^4 gathered rows per query cost 0.29 of exact top-k there).
 Each query's pooled classes are a padded row of class ids, de-duplicated by one sort per row, scored by
 its gathered (P, d) rows times x and cut by one top-k per row.
 
@@ -201,6 +202,7 @@ class Forest:
         cand = torch.full((B, max(int(cnt.max()), 1)), self.C, device=x.device)
         cand = cand.index_put_((row, col), self.order[pos]).sort(1).values                       # (B, P)
         cand[:, 1:].masked_fill_(cand[:, 1:] == cand[:, :-1], self.C)                           # each class once
+        self.pooled = (cand < self.C).sum(1)                                                    # (B,) distinct pooled classes
         score = self._score(x, cand)                                                            # (B, P) cosines
         if norms is not None:
             score = score * norms[cand.clamp(max=self.C - 1)]
