@@ -9,6 +9,13 @@ and returns the last `context` tokens as the next state. Training windows have n
 None), so by default (`context = 0`) evaluation reads each chunk without context too: positions past
 the training window would be untrained (the public MIDX code also evaluates window by window). Weights come from the
 explicit generator: normal(0, 0.02) for embeddings and projections (GPT-2's init), zero biases.
+
+`transformer_lm_post` is the public MIDX code's model (XuHwang/MIDX_Journal at 3ed65da,
+src/language_modeling/model/transformer.py), the same interface: torch's post-norm block
+(LayerNorm(z + Dropout(Sublayer(z))) after attention and after the feed-forward), GELU, dropout on
+the block input (token + position embedding) and on the output, no final LayerNorm, position table
+initialised to zero; the other matrices as torch initialises that block (xavier-uniform attention
+projections, uniform(+-1/sqrt(fan_in)) linear layers), from the explicit generator.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ class TransformerLM(Encoder):
         block = nn.TransformerEncoderLayer(emb, heads, ff, dropout, batch_first=True, norm_first=True)
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(emb)
-        self.drop = nn.Dropout(dropout)
+        self.drop, self.out_drop = nn.Dropout(dropout), nn.Identity()
         init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
@@ -46,7 +53,7 @@ class TransformerLM(Encoder):
                              "raise max_len or lower context")
         z = self.drop(self.tokens(full) + self.pos(torch.arange(L, device=x.device)))             # (B, L, e)
         causal = torch.triu(torch.full((L, L), float("-inf"), device=x.device), 1)               # (L, L)
-        z = self.norm(self.blocks(z, mask=causal, is_causal=True))                               # (B, L, e)
+        z = self.out_drop(self.norm(self.blocks(z, mask=causal, is_causal=True)))                # (B, L, e)
         h = z[:, L - T:].reshape(-1, self.out_dim)                                               # (B*T, e)
         return h, full[:, L - self.context:] if self.context else None
 
@@ -55,3 +62,47 @@ class TransformerLM(Encoder):
 
     def input_embedding(self) -> nn.Embedding:
         return self.tokens
+
+
+@ENCODERS.register("transformer_lm_post")
+class PostNormTransformerLM(TransformerLM):
+    """The public MIDX code's Transformer LM: post-norm GELU blocks, dropout on input and output."""
+
+    def __init__(self, in_dim: int, gen: torch.Generator, emb: int = 200, layers: int = 2, heads: int = 4,
+                 ff: int = 1024, dropout: float = 0.1, max_len: int = 512, context: int = 0,
+                 sparse: bool = False) -> None:
+        super().__init__(in_dim, gen, emb, layers, heads, ff, dropout, max_len, context, sparse)
+        block = nn.TransformerEncoderLayer(emb, heads, ff, dropout, activation="gelu", batch_first=True,
+                                           norm_first=False)
+        self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+        self.norm, self.out_drop = nn.Identity(), nn.Dropout(dropout)
+        init_torch_default_(self.blocks, gen)
+        with torch.no_grad():
+            xavier_uniform_(self.tokens.weight, gen)
+            self.pos.weight.zero_()
+
+
+def init_torch_default_(module: nn.Module, gen: torch.Generator) -> None:
+    """torch's own init of Transformer blocks, drawn from `gen`: every nn.Linear uniform(+-1/sqrt(fan_in))
+    for weight and bias, then attention in-projections xavier-uniform and attention biases zero,
+    LayerNorms 1 and 0."""
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.Linear):
+                b = m.in_features ** -0.5
+                m.weight.uniform_(-b, b, generator=gen)
+                m.bias.uniform_(-b, b, generator=gen)
+            elif isinstance(m, nn.LayerNorm):
+                m.weight.fill_(1.0)
+                m.bias.zero_()
+        for m in module.modules():
+            if isinstance(m, nn.MultiheadAttention):
+                xavier_uniform_(m.in_proj_weight, gen)
+                m.in_proj_bias.zero_()
+                m.out_proj.bias.zero_()
+
+
+def xavier_uniform_(w: torch.Tensor, gen: torch.Generator) -> None:
+    """w ~ uniform(+-sqrt(6 / (fan_in + fan_out))) for a matrix (fan_out, fan_in)."""
+    a = (6.0 / sum(w.shape)) ** 0.5
+    w.uniform_(-a, a, generator=gen)
