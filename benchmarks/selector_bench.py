@@ -247,18 +247,32 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     return out
 
 
-def rerank_floor(n: int, d: int, B: int, pools: tuple[int, ...], repeats: int) -> dict:
+def rerank_floor(n: int, d: int, B: int, pools: tuple[int, ...], repeats: int, first_P: int = 12500) -> dict:
     """What any pool-and-re-rank selector pays at least: per query, P sorted random rows of W gathered and
     times h (the forest's re-rank without its walks), against exact top-k, the (B, n) product read once
-    for all B queries. Gathers move P d floats per query at memory speed; the product runs at BLAS speed."""
+    for all B queries. Gathers move P d floats per query at memory speed; the product runs at BLAS speed.
+    At `first_P` rows per query (what HF's best-first walks pool for precision 0.8 at n = 10^6) the rows are
+    also read from cheaper copies of W, a first pass that an exact re-rank of a short list would follow:
+    bfloat16 (half the bytes) and int8 with a scale per row (a quarter)."""
     g = torch.Generator().manual_seed(0)
     W, h = torch.randn(n, d, generator=g), torch.randn(B, d, generator=g)
     q = math.ceil(n // 100 / B) + 1
-    out = {"n": n, "d": d, "B": B, "exact_s": timed(lambda: (h @ W.T).topk(q, dim=1), repeats)[0], "pools": {}}
+    out = {"n": n, "d": d, "B": B, "exact_s": timed(lambda: (h @ W.T).topk(q, dim=1), repeats)[0], "pools": {},
+           "storage": {}}
     for P in pools:
         cand = torch.randint(n, (B, P), generator=g).sort(1).values                             # (B, P)
         out["pools"][P] = timed(lambda: torch.stack([W.index_select(0, cand[b]) @ h[b] for b in range(B)]), repeats)[0]
         print(f"n={n} re-rank of {P} gathered rows per query {out['pools'][P]:.3f} s, exact top-k {out['exact_s']:.3f} s", flush=True)
+    P, cand = first_P, torch.randint(n, (B, first_P), generator=g).sort(1).values           # (B, P)
+    Wb, hb = W.to(torch.bfloat16), h.to(torch.bfloat16)
+    s8 = W.abs().amax(1) / 127                                                                  # (n,) per-row scale
+    W8 = (W / s8.unsqueeze(1)).round().to(torch.int8)                                           # (n, d)
+    firsts = {"float32": lambda b: W.index_select(0, cand[b]) @ h[b],
+              "bfloat16": lambda b: Wb.index_select(0, cand[b]) @ hb[b],
+              "int8 x row scale": lambda b: (W8.index_select(0, cand[b]).float() @ h[b]) * s8[cand[b]]}
+    for name, f in firsts.items():
+        out["storage"][name] = {"P": P, "s": timed(lambda: torch.stack([f(b) for b in range(B)]), repeats)[0]}
+        print(f"n={n} {P} rows per query read as {name}: {out['storage'][name]['s']:.3f} s", flush=True)
     return out
 
 
@@ -303,7 +317,8 @@ def family(tag: str) -> str:
     return "hf best-first" if name == "hf" and "probe=" in tag else name
 
 
-def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict, floor: list[dict] = ()) -> None:
+def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
+    """Precision vs selection time: the figure OUT/<name>.png and the table's markdown lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -339,11 +354,22 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
             pooled = f"{r['pooled']:,.0f}" if "pooled" in r else "-"
             lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
                          f"{r['precision']:.3f} | {mass} | {r['selected']} | {pooled} | {r['select_s'] / opt:.3f} |")
+    return lines
+
+
+def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict, floor: list[dict] = ()) -> None:
+    lines = selector_table(rows, name, meta) if rows else [
+        f"# The re-rank's floor ({meta['threads']} CPU threads, {meta['machine']}; benchmarks/selector_bench.py --floor-only)"]
     for fl in floor:
         lines += ["", f"The re-rank's floor at n = {fl['n']:,} (B = {fl['B']}, d = {fl['d']}): P sorted random rows gathered "
                   f"per query and multiplied by it (`rerank_floor`), against exact top-k ({1000 * fl['exact_s']:.0f} ms, one "
                   f"(B, n) product):", "", "| rows per query P | re-rank (ms) | / exact top-k |", "|---|---|---|"]
         lines += [f"| {int(P):,} | {1000 * s:.0f} | {s / fl['exact_s']:.2f} |" for P, s in fl["pools"].items()]
+        if fl.get("storage"):
+            lines += ["", "Gathers of P rows per query from cheaper copies of W (a first pass; an exact re-rank of a "
+                      "short list would follow), side by side in the same run:", "",
+                      "| rows read as | rows per query P | first pass (ms) | / exact top-k |", "|---|---|---|---|"]
+            lines += [f"| {k} | {v['P']:,} | {1000 * v['s']:.0f} | {v['s'] / fl['exact_s']:.2f} |" for k, v in fl["storage"].items()]
     for st in steps:
         lines += ["", f"One training step at n = {st['n']:,} (loss, backward, lazy Adam; B = {st['B']}, d = {st['d']}, "
                   f"M = {st['M']:,}; index built beforehand):", "",
@@ -368,6 +394,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--step-n", type=int, nargs="*", default=[10 ** 6])
     p.add_argument("--kmeans-n", type=int, nargs="*", default=[10 ** 6], help="k-means comparison sizes (needs faiss)")
+    p.add_argument("--floor-only", action="store_true",
+                   help="only the re-rank's floor at --step-n (and its cheaper row copies): no selectors, steps or k-means")
     p.add_argument("--name", default="selectors")
     p.add_argument("--trained", type=Path, metavar="RUN_DIR",
                    help="a class-selection run folder with checkpoint.pt (.../<dataset>/<method>/seed0): its trained "
@@ -382,6 +410,9 @@ def main() -> None:
         W, h, y, meta["embeddings"] = trained(a.trained, a.experiment, ds,
                                               a.processed or f"data/processed/{ds}/dataset.npz", a.batch)
         rows, steps, km, floor = bench(W, h, y, a.repeats), [], [], []
+    elif a.floor_only:
+        rows, steps, km = [], [], []
+        floor = [rerank_floor(n, a.d, a.batch, (2500, 5000, 10000, 20000), a.repeats) for n in a.step_n]
     else:
         rows = [r for n in a.n for r in bench_n(n, a.d, a.batch, a.repeats)]
         steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
