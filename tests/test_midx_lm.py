@@ -194,21 +194,22 @@ def test_zero_state_evaluation_equals_each_window_read_alone(prepared, encoder):
 
 def test_claims_are_evaluated_on_the_runs_present_and_never_vanish(tmp_path):
     """A kept tree lacking one of a claim's runs: the claim is evaluated on the runs there and marked
-    partial (it used to be dropped); a misspelt metric gives a 'no data' row instead of no row."""
+    partial (it used to be dropped), with its why_not; a misspelt metric gives a 'no data' row instead of no row."""
     exp = {k: v for k, v in EXP.items() if k != "scale"}
     exp["render"] = {"kind": "table", "renderer": "metric_table"}
     write_yaml(tmp_path / "exps" / "t.yaml", exp)
     res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 9.0}})  # b_x absent
     claims = {"paper": "p", "claims": [
         {"id": "below_all", "text": "X below the others", "artifact": "t", "left": {"method": "a_x", "metric": "ppl"},
-         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "min", "metric": "ppl"}},
+         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "min", "metric": "ppl"},
+         "why_not": {"quick": "noisy"}},
         {"id": "typo", "text": "X below Y", "artifact": "t", "left": {"method": "a_x", "metric": "pll"},
          "op": "<", "right": {"method": "a_y", "metric": "pll"}}]}
     write_yaml(tmp_path / "c.yaml", claims)
     for only in (None, {"t"}):  # the DAG's report and a kept tree's
         rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick", only=only)["rows"]
         assert [r["id"] for r in rows] == ["below_all", "typo"]
-        assert rows[0]["verdict"] == "not held, partial: no run of b_x" and rows[0]["ours"] == "10 < 9"
+        assert rows[0]["verdict"] == "not held, partial: no run of b_x (noisy)" and rows[0]["ours"] == "10 < 9"
         assert rows[1]["verdict"].startswith("no data") and "'pll'" in rows[1]["verdict"]
 
 

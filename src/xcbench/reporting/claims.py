@@ -143,7 +143,8 @@ def _metrics(c: dict) -> str:
 
 
 def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> dict:
-    why = c.get("why_not", {}).get(scale, "") if verdict == "not held" else ""
+    # a partial 'not held' gets its reason too (below the best of several runs stays not held as runs arrive)
+    why = c.get("why_not", {}).get(scale, "") if verdict.startswith("not held") else ""
     return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
             "verdict": verdict + (f" ({why})" if why else ""), "scale": scale, "check": check,
             **({"headline": True} if c.get("headline") else {})}
