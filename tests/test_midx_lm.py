@@ -2,6 +2,7 @@
 tables grouped by encoder, sweep figures, claims against several runs, and the proposal KL."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -233,3 +234,18 @@ def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
     write_yaml(tmp_path / "exps" / "t.yaml", exp)
     row = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]
     assert row["verdict"] == "not held" and row["ours"] == "10 < 5"
+
+
+def test_schedule_facts_of_a_hand_written_history():
+    """benchmarks/midx_schedule.py: the first lr cut, the largest rise at the first rate and the best epoch
+    of a history written by hand (rate 5 for epochs 1-4, cut after epoch 4)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "midx_schedule.py"
+    spec = importlib.util.spec_from_file_location("midx_schedule", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    val, lr = [300.0, 250.0, 262.0, 255.0, 240.0, 255.0, 238.0], [5.0] * 4 + [1.25] * 3   # a 15-point rise after the cut
+    assert mod.schedule_facts(val, lr) == {"epochs": 7, "lr0": 5.0, "first_cut_after": 4, "val_at_cut": 250.0,
+                                           "largest_rise": 12.0, "best_val": 238.0, "best_epoch": 7}
+    assert mod.schedule_facts([9.0, 8.0], [1.0, 1.0])["first_cut_after"] is None   # never cut
