@@ -39,6 +39,9 @@ def schedule_facts(val: list[float], lr: list[float]) -> dict:
 def run_row(run: Path) -> dict:
     import yaml
 
+    if not (run / "history.csv").exists():
+        raise SystemExit(f"{run}/history.csv: not there; a run still training keeps its history in checkpoint.pt "
+                         "(pass finished or kept runs)")
     with open(run / "history.csv", newline="") as f:
         hist = [r for r in csv.DictReader(f) if int(r["epoch"]) > 0]
     if not hist:
