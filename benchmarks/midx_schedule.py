@@ -3,7 +3,7 @@
 Table 4's paper setting decays the rate on a plateau: lr <- lr / 4 once `patience` (2) epochs in a row fail
 to lower the best validation perplexity by `min_delta` (0.1). A run whose validation perplexity moves by
 more than that from one epoch to the next at a constant rate can be cut on noise. This script reads the
-runs' own histories (history.csv: one row per epoch, val_ppl and the lr the epoch trained at) and reports,
+runs' own histories (metrics.json's curves, as history.csv: val_ppl and the lr each epoch trained at) and reports,
 per run,
 
     first cut    = the last epoch trained at the starting rate (the rule fired after it),
@@ -19,8 +19,6 @@ Nothing is trained: it reads finished or kept runs in a second. Writes benchmark
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -37,25 +35,22 @@ def schedule_facts(val: list[float], lr: list[float]) -> dict:
 
 
 def run_row(run: Path) -> dict:
-    import yaml
+    from xcbench.io import read_json, read_yaml
 
-    if not (run / "history.csv").exists():
-        raise SystemExit(f"{run}/history.csv: not there; a run still training keeps its history in checkpoint.pt "
+    if not (run / "metrics.json").exists():
+        raise SystemExit(f"{run}/metrics.json: not there; a run still training keeps its history in checkpoint.pt "
                          "(pass finished or kept runs)")
-    with open(run / "history.csv", newline="") as f:
-        hist = [r for r in csv.DictReader(f) if int(r["epoch"]) > 0]
-    if not hist:
-        raise SystemExit(f"{run}/history.csv: no trained epoch yet")
-    cfg = yaml.safe_load((run / "config.resolved.yaml").read_text())
+    rec, cfg = read_json(run / "metrics.json"), read_yaml(run / "config.resolved.yaml")
+    curves = rec["curves"]                                   # per epoch, as history.csv; epoch 0 is the untrained model
+    trained = [i for i, e in enumerate(curves["epoch"]) if e > 0]
     exp, method, encoder = cfg["experiment"], cfg["method"], cfg["model"]["encoder"]
     label = exp["methods"][method].get("label", method)
     paper = next((lit["values"].get(cfg["dataset"], {}).get(encoder) for lit in exp["render"].get("literature", [])
                   if lit["method"] == label), None)
-    metrics = run / "metrics.json"
-    test = json.loads(metrics.read_text())["metrics"]["ppl"] if metrics.exists() else None
-    facts = schedule_facts([float(r["val_ppl"]) for r in hist], [float(r["lr"]) for r in hist])
+    test = rec["metrics"]["ppl"]
+    facts = schedule_facts([curves["val_ppl"][i] for i in trained], [curves["lr"][i] for i in trained])
     return {"run": str(run), "method": method, "label": label, "encoder": encoder, **facts,
-            "test_ppl": test, "paper_ppl": paper, "test_over_paper": test / paper if test and paper else None}
+            "test_ppl": test, "paper_ppl": paper, "test_over_paper": test / paper if paper else None}
 
 
 def table(rows: list[dict]) -> str:
@@ -70,7 +65,7 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+", type=Path, help="run folders (.../<method>/seed0) with history.csv")
+    ap.add_argument("runs", nargs="+", type=Path, help="run folders (.../<method>/seed0) with metrics.json")
     ap.add_argument("--out", type=Path, default=OUT / "midx_schedule")
     args = ap.parse_args()
     from xcbench.io import write_json, write_text
