@@ -45,14 +45,17 @@ def warn(msg: str) -> None:
     print(f"warning: {msg}", file=sys.stderr, flush=True)
 
 
-def load_checkpoint(path: Path, spec: dict | None, device: torch.device) -> dict | None:
+def load_checkpoint(path: Path, spec: dict | None) -> dict | None:
     """The checkpoint at `path` when it exists, is readable and belongs to `spec`; None otherwise
-    (the run starts from scratch), with the reason printed."""
+    (the run starts from scratch), with the reason printed. Read onto the CPU whatever device the run
+    trains on: the model's and optimizer's load_state_dict copy to their parameters' device, the best
+    epoch's weights are kept as CPU copies, and a generator's set_state takes a CPU byte tensor only (a
+    CUDA run read to its device could not resume: 'RNG state must be a torch.ByteTensor', on an H200)."""
     path = Path(path)
     if not path.exists():
         return None
     try:
-        ck = torch.load(path, weights_only=True, map_location=device)
+        ck = torch.load(path, weights_only=True, map_location="cpu")
         if not isinstance(ck, dict) or "model" not in ck or "epoch" not in ck:
             raise ValueError("not a training checkpoint (no model state or epoch)")
     except Exception as e:  # noqa: BLE001 - any unreadable file: truncated, empty, garbage, foreign pickle

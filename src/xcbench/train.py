@@ -131,13 +131,15 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     ckpt_path = out_dir / CHECKPOINT
     model.to(device)
     setup_head(model, task, device, train_cfg)
-    ck = load_checkpoint(ckpt_path, spec, device)
+    ck = load_checkpoint(ckpt_path, spec)
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         for g, k in ((gen, "gen"), (loss_gen, "loss_gen"), (index_gen, "index_gen")):
             g.set_state(ck[k])
         torch.set_rng_state(ck["global_rng"])
+        if device.type == "cuda" and ck.get("cuda_rng") is not None:  # dropout's stream on the GPU
+            torch.cuda.set_rng_state(ck["cuda_rng"], device)
         history, start, elapsed = ck["history"], ck["epoch"], ck["elapsed"]
         if ck.get("step"):  # a checkpoint inside epoch start + 1: redraw its batch order, skip the batches done
             gen.set_state(ck["epoch_gen"])
@@ -163,7 +165,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     every_s = 60 * float(train_cfg.get("checkpoint_minutes") or 0) if model.head.resumes_mid_epoch else 0.0
     state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),  # noqa: E731
                      "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
-                     "global_rng": torch.get_rng_state(), "history": history, "elapsed": elapsed,
+                     "global_rng": torch.get_rng_state(), "history": history,
+                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None, "elapsed": elapsed,
                      "schedule": sched.state_dict(), "select": select.state_dict() if select else None, "spec": spec}
     for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
         (skip, partial), resume = resume, (0, None)

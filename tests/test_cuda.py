@@ -1,0 +1,117 @@
+"""The GPU paths against the CPU ones: every sampler's log q, draws, every selector's set and the heads'
+loss and gradients on CUDA equal the CPU's for the same inputs and state (float tolerance).
+
+Skipped without CUDA (CI has none); run on a GPU machine with `pytest tests/test_cuda.py`. Generators
+stay on the CPU here: the code draws on a generator's own device and moves the draws, so one CPU stream
+gives both devices the same indices, trees and codebooks (benchmarks/device_parity.py covers whole runs).
+"""
+
+import copy
+
+import pytest
+import torch
+
+from xcbench.registry import HEADS, SAMPLERS, SELECTORS
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: the GPU paths are checked on a GPU machine", allow_module_level=True)
+
+from test_samplers import REFERENCES  # noqa: E402  (brute-force q per sampler, on CPU)
+
+N, D, CUDA = 40, 6, torch.device("cuda")
+
+
+def _built(name: str, device: torch.device):
+    """A sampler of `name` set up and indexed from the same CPU-drawn inputs and CPU generator, on `device`."""
+    _, kw = REFERENCES[name]
+    g = torch.Generator().manual_seed(7)
+    counts, E = torch.randint(0, 50, (N,), generator=g), torch.randn(N, D, generator=g)
+    s = SAMPLERS.get(name)(N, **kw).to(device)
+    s.setup(counts.to(device))
+    s.update(E.to(device), torch.Generator().manual_seed(8))
+    return s, E, counts
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_log_prob_on_cuda_equals_cpu_and_brute_force(name):
+    h = torch.randn(3, D, generator=torch.Generator().manual_seed(1)) * 2
+    ids = torch.arange(N).expand(3, -1)
+    cpu, E, counts = _built(name, torch.device("cpu"))
+    gpu, _, _ = _built(name, CUDA)
+    lp_cpu, lp_gpu = cpu.log_prob(h, ids), gpu.log_prob(h.to(CUDA), ids.to(CUDA)).cpu()
+    assert torch.allclose(lp_gpu.exp(), lp_cpu.exp(), atol=1e-5), name
+    ref, _ = REFERENCES[name]  # the CPU sampler's state (plain tensor attributes stay where they were built)
+    assert torch.allclose(lp_gpu.double().exp(), ref(cpu, h, E, counts), atol=1e-4), name
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_cuda_draws_lie_on_cuda_and_match_their_log_prob(name):
+    s, _, _ = _built(name, CUDA)
+    h = torch.randn(2, D, generator=torch.Generator().manual_seed(1)).to(CUDA)
+    ids, log_q = s.sample(h, 500, torch.Generator(device=CUDA).manual_seed(2))
+    assert ids.device.type == CUDA.type and ids.shape == (2, 500) and int(ids.min()) >= 0 and int(ids.max()) < N
+    assert torch.allclose(log_q, s.log_prob(h, ids), atol=1e-5)
+    assert torch.isfinite(log_q).all()
+
+
+@pytest.mark.parametrize("name", [n for n in SELECTORS.names() if n not in ("faiss_ivf",)])
+def test_selectors_choose_the_same_classes_on_cuda(name):
+    """Same class table, queries and CPU generators: the same selected set (trees split on projections
+    that CUDA rounds otherwise may move a class on a tie; none occur on these random rows)."""
+    from test_selective import clustered
+
+    W, g = clustered()
+    h, y = torch.randn(8, W.shape[1], generator=g), torch.randint(len(W), (8,), generator=g)
+    out = {}
+    for dev in ("cpu", "cuda"):
+        sel = SELECTORS.get(name)(len(W)).to(dev)
+        sel.bind(W.to(dev))
+        if sel.needs_index:
+            sel.update(W.to(dev), torch.Generator().manual_seed(2))
+        out[dev] = sel.select(h.to(dev), y.to(dev), 60, torch.Generator().manual_seed(3)).cpu()
+    assert torch.equal(out["cpu"], out["cuda"]), name
+
+
+@pytest.mark.parametrize("name", ["full_softmax", "normalized_softmax", "bce", "sq_hinge"])
+def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
+    if name not in HEADS.names():
+        pytest.skip(f"{name} is not registered")
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 12, generator=g), torch.randint(0, 30, (16,), generator=g)
+    heads = {dev: HEADS.get(name)(12, 30, torch.Generator().manual_seed(1)).to(dev) for dev in ("cpu", "cuda")}
+    grads, losses = {}, {}
+    for dev, head in heads.items():
+        xx = x.clone().to(dev).requires_grad_(True)  # a leaf on each device (x itself stays grad-free)
+        loss = head.loss(xx, y.to(dev), None, torch.Generator(device=dev).manual_seed(3))
+        loss.backward()
+        losses[dev] = loss.item()
+        grads[dev] = {k: p.grad.cpu() for k, p in head.named_parameters() if p.grad is not None} | {"h": xx.grad.cpu()}
+    assert losses["cuda"] == pytest.approx(losses["cpu"], rel=1e-5)
+    assert grads["cuda"].keys() == grads["cpu"].keys() and len(grads["cpu"]) > 1
+    for k, a in grads["cpu"].items():
+        assert torch.allclose(a, grads["cuda"][k], atol=1e-6, rtol=1e-4), k
+
+
+@pytest.mark.parametrize("sampler, params", [("midx_rq", {"K": 4}), ("rff", {"D": 16})])
+def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny_xmc, tiny_exp, tmp_path, sampler, params):
+    """Its checkpoint holds the CUDA generators' states; read back onto the device they failed set_state
+    ('RNG state must be a torch.ByteTensor', seen on an H200), so no GPU run could resume."""
+    from test_interfaces import _sampled
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+    from xcbench.train import run
+
+    exp = _sampled(tiny_exp, sampler, sampler_params=params)
+    exp["methods"] = normalise_methods(exp["methods"])
+    processed, feats, entry = tiny_xmc
+
+    def go(out, **kw):
+        task = make_task(copy.deepcopy(exp), entry, processed, feats, CUDA, 0)
+        return run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, out, CUDA, **kw)
+
+    full = go(tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        go(tmp_path / "cut", interrupt_after=1)
+    resumed = go(tmp_path / "cut")
+    assert resumed["device"] == CUDA.type and resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
