@@ -86,7 +86,9 @@ class IndexedSelector(Selector):
         self._rebuild()
 
     def _rebuild(self) -> None:
-        g = torch.Generator(device=self.snapshot.device).manual_seed(int(self.build_seed))
+        # a CPU stream whatever the snapshot's device: the builds draw on it and move the draws, so a CUDA
+        # run builds the CPU run's trees, codes and clusters (CUDA's generator gives other numbers)
+        g = torch.Generator().manual_seed(int(self.build_seed))
         self.build(self.snapshot, g)
 
     @property
