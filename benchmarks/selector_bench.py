@@ -26,7 +26,9 @@ against exact top-k in the same run, the least that any selector re-ranking P po
     python benchmarks/selector_bench.py --n 10000 --repeats 2 --name selectors_small
     python benchmarks/selector_bench.py --trained results/paper/class_selection/fig2/synthetic-faces-87k/full/seed0 \
         --name selectors_trained     # a trained run's class embeddings and features instead of the mixture
-Writes benchmarks/out/<name>.{json,md,png} (default selectors).
+    python benchmarks/selector_bench.py --device cuda --name selectors_cuda   # on the GPU: exact top-k is torch's
+Writes benchmarks/out/<name>.{json,md,png} (default selectors). The mixture and the queries are drawn on the
+CPU from the same seeds whatever the device, then moved to it; times on CUDA wait for the device.
 """
 
 from __future__ import annotations
@@ -49,12 +51,22 @@ def mixture(n: int, d: int, g: torch.Generator) -> torch.Tensor:
     return mu[torch.randint(len(mu), (n,), generator=g)] + 0.5 * torch.randn(n, d, generator=g) / math.sqrt(d)
 
 
+DEV = torch.device("cpu")  # main() sets it from --device
+
+
+def sync() -> None:
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def timed(fn, repeats: int) -> tuple[float, object]:
     out = fn()
     ts = []
     for _ in range(repeats):
+        sync()
         t0 = time.perf_counter()
         out = fn()
+        sync()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts), out
 
@@ -106,7 +118,7 @@ def configs(n: int) -> list[tuple[str, str, dict]]:
 
 def per_example_mask(sel, name: str, h: torch.Tensor, y: torch.Tensor, q: int) -> torch.Tensor:
     """(B, n) bool: each query's own selection (before the batch union and the cap)."""
-    mask = torch.zeros(len(h), sel.n_classes, dtype=torch.bool)
+    mask = torch.zeros(len(h), sel.n_classes, dtype=torch.bool, device=h.device)
     if name == "hf":
         rows, cls = sel.per_example(h, q)
         mask[rows, cls] = True
@@ -115,7 +127,7 @@ def per_example_mask(sel, name: str, h: torch.Tensor, y: torch.Tensor, q: int) -
     elif name in ("optimal", "faiss_ivf"):  # its own (approximate) top-q by response
         mask.scatter_(1, sel.candidates(h, y, q, None), True)
     else:
-        mask.scatter_(1, torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4)), True)
+        mask.scatter_(1, torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4)).to(h.device), True)
     return mask
 
 
@@ -131,7 +143,7 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
     W = mixture(n, d, g)
     y = torch.randint(n, (B,), generator=g)
     h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
-    return bench(W, h, y, repeats)
+    return bench(W.to(DEV), h.to(DEV), y.to(DEV), repeats)
 
 
 def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int) -> tuple:
@@ -179,11 +191,15 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
     q, M = q + 1, (q + 1) * B  # each example selects q + 1 classes: room for its label and its q hardest negatives
     rows = []
     for label, name, params in configs(n):
-        sel = SELECTORS.get(name)(n, **params)
+        if name == "faiss_ivf" and DEV.type != "cpu":
+            continue  # faiss-cpu's index searches host arrays: not a GPU selector
+        sel = SELECTORS.get(name)(n, **params).to(DEV)
         sel.bind(W)
+        sync()
         t0 = time.perf_counter()
         if sel.needs_index:
             sel.update(W, torch.Generator().manual_seed(2))
+        sync()
         build = time.perf_counter() - t0
         for var in variants(name, n, params):  # one structure, queried several ways
             for k, v in var.items():
@@ -221,14 +237,15 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     W = mixture(n, d, g)
     y = torch.randint(n, (B,), generator=g)
     h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
+    W, h, y = W.to(DEV), h.to(DEV), y.to(DEV)
     out = {"n": n, "d": d, "B": B, "M": n // 100}
     heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
     for key, (sel, params) in STEP_SELECTORS.items():
-        if sel != "faiss_ivf" or has_faiss():
+        if sel != "faiss_ivf" or (has_faiss() and DEV.type == "cpu"):
             heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
                 d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)
     for key, make in heads.items():
-        head = make()
+        head = make().to(DEV)
         with torch.no_grad():
             head.W.copy_(W)
         head.on_epoch_start(0, torch.Generator().manual_seed(2))
@@ -255,15 +272,15 @@ def rerank_floor(n: int, d: int, B: int, pools: tuple[int, ...], repeats: int, f
     also read from cheaper copies of W, a first pass that an exact re-rank of a short list would follow:
     bfloat16 (half the bytes) and int8 with a scale per row (a quarter)."""
     g = torch.Generator().manual_seed(0)
-    W, h = torch.randn(n, d, generator=g), torch.randn(B, d, generator=g)
+    W, h = torch.randn(n, d, generator=g).to(DEV), torch.randn(B, d, generator=g).to(DEV)
     q = math.ceil(n // 100 / B) + 1
     out = {"n": n, "d": d, "B": B, "exact_s": timed(lambda: (h @ W.T).topk(q, dim=1), repeats)[0], "pools": {},
            "storage": {}}
     for P in pools:
-        cand = torch.randint(n, (B, P), generator=g).sort(1).values                             # (B, P)
+        cand = torch.randint(n, (B, P), generator=g).sort(1).values.to(DEV)                     # (B, P)
         out["pools"][P] = timed(lambda: torch.stack([W.index_select(0, cand[b]) @ h[b] for b in range(B)]), repeats)[0]
         print(f"n={n} re-rank of {P} gathered rows per query {out['pools'][P]:.3f} s, exact top-k {out['exact_s']:.3f} s", flush=True)
-    P, cand = first_P, torch.randint(n, (B, first_P), generator=g).sort(1).values           # (B, P)
+    P, cand = first_P, torch.randint(n, (B, first_P), generator=g).sort(1).values.to(DEV)   # (B, P)
     Wb, hb = W.to(torch.bfloat16), h.to(torch.bfloat16)
     s8 = W.abs().amax(1) / 127                                                                  # (n,) per-row scale
     W8 = (W / s8.unsqueeze(1)).round().to(torch.int8)                                           # (n, d)
@@ -280,7 +297,7 @@ def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -
     """xcbench.kmeans (Lloyd in torch) against faiss.Kmeans on the mixture: K centroids fitted on a
     sample of `fit` rows (None: all n) for `iters` iterations from the same initial rows, then every
     row assigned; wall seconds and the mean squared distance to the assigned centroid."""
-    if not has_faiss():
+    if not has_faiss() or DEV.type != "cpu":
         return []
     import faiss
     import numpy as np
@@ -317,6 +334,12 @@ def family(tag: str) -> str:
     return "hf best-first" if name == "hf" and "probe=" in tag else name
 
 
+def where(meta: dict) -> str:
+    """The header's machine: the GPU's name on CUDA, else the CPU threads (older JSON has no device)."""
+    dev = meta.get("device", "")
+    return f"CUDA, {dev}, torch {meta['torch']}" if meta.get("cuda") else f"{meta['threads']} CPU threads, {meta['machine']}"
+
+
 def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
     """Precision vs selection time: the figure OUT/<name>.png and the table's markdown lines."""
     import matplotlib
@@ -339,7 +362,7 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
         ax.legend(frameon=False, fontsize=7)
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=130)
-    lines = [f"# Selectors: precision vs selection time ({meta['threads']} CPU threads, {meta['machine']})", "",
+    lines = [f"# Selectors: precision vs selection time ({where(meta)})", "",
              meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selector_bench.py docstring)") +
              f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
@@ -359,7 +382,7 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
 
 def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict, floor: list[dict] = ()) -> None:
     lines = selector_table(rows, name, meta) if rows else [
-        f"# The re-rank's floor ({meta['threads']} CPU threads, {meta['machine']}; benchmarks/selector_bench.py --floor-only)"]
+        f"# The re-rank's floor ({where(meta)}; benchmarks/selector_bench.py --floor-only)"]
     for fl in floor:
         lines += ["", f"The re-rank's floor at n = {fl['n']:,} (B = {fl['B']}, d = {fl['d']}): P sorted random rows gathered "
                   f"per query and multiplied by it (`rerank_floor`), against exact top-k ({1000 * fl['exact_s']:.0f} ms, one "
@@ -402,14 +425,21 @@ def main() -> None:
                         "class embeddings and encoder features replace the mixture (no step or k-means tables)")
     p.add_argument("--experiment", default="config/experiments/class_selection/fig2.yaml")
     p.add_argument("--processed", help="the run's dataset.npz (default data/processed/<dataset>/dataset.npz)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
+                   help="where the embeddings, queries, selectors and steps live (faiss_ivf and the k-means table: CPU only)")
     a = p.parse_args()
+    global DEV
+    from xcbench.device import device_name, pick_device
+
+    DEV = pick_device(a.device)
     OUT.mkdir(exist_ok=True)
-    meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__}
+    meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__,
+            "device": device_name(DEV), "cuda": DEV.type == "cuda"}
     if a.trained:
         ds = a.trained.parent.parent.name
         W, h, y, meta["embeddings"] = trained(a.trained, a.experiment, ds,
                                               a.processed or f"data/processed/{ds}/dataset.npz", a.batch)
-        rows, steps, km, floor = bench(W, h, y, a.repeats), [], [], []
+        rows, steps, km, floor = bench(W.to(DEV), h.to(DEV), y.to(DEV), a.repeats), [], [], []
     elif a.floor_only:
         rows, steps, km = [], [], []
         floor = [rerank_floor(n, a.d, a.batch, (2500, 5000, 10000, 20000), a.repeats) for n in a.step_n]

@@ -84,6 +84,7 @@ def main() -> None:
     p.add_argument("--methods", nargs="*", default=None, help="default: every method of the experiment")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--device", default="auto")
+    p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import device_name, pick_device
@@ -103,7 +104,7 @@ def main() -> None:
         rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__})
         print(json.dumps(rows[-1]), flush=True)
-    name = f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
+    name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
              f"({rows[0]['device'] if rows else '?'}; median of {a.steps} steps after a warm-up; projected times)")
     OUT.mkdir(exist_ok=True)

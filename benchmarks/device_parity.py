@@ -1,0 +1,184 @@
+"""Every run of the DAG at one scale on the CPU and on CUDA, side by side: does each method run on the
+GPU, and does it give the CPU's numbers?
+
+Three steps, the first and last anywhere, the second on the GPU machine:
+
+    python benchmarks/device_parity.py commands --scale tiny > /tmp/cmds.txt    # the DAG's train commands (snakemake -n)
+    python benchmarks/device_parity.py run --commands /tmp/cmds.txt --device cpu cuda --jobs 12 --root results_parity
+    python benchmarks/device_parity.py compare --root results_parity --name device_parity
+
+`run` starts every train command once per device (its `--device` and `--out` replaced: the run goes to
+<root>/<device>/<the DAG's results path>), `--jobs` at a time, one thread each, and records each run's exit
+status and wall time beside it (parity_run.json). `compare` reads both trees and writes
+benchmarks/out/<name>.{json,md}: per run the largest relative difference |a - b| / max(|a|, |b|, 1e-12) over
+the numeric leaves of metrics.json's "metrics" (the test metrics; measured times left out), and the runs
+that failed.
+
+What the same numbers may not be expected from: CUDA draws from its own generator streams (torch.Generator
+on the device, dropout's global CUDA stream), so a run that samples negatives, selects classes by random
+draws or drops units on the GPU follows other random numbers than on the CPU; its metrics agree only in
+distribution. A run with no random draw after its initialisation (drawn on the CPU) should agree to float
+tolerance; the table marks each run's largest difference so the two kinds show apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "out"
+SAME = 1e-4  # relative difference under which two runs count as the same numbers
+TIMING = re.compile(r"time|_s$|_ms|per_s|speed")  # measured times (timing tasks' metrics): not compared
+
+
+def commands(scale: str) -> list[str]:
+    """The train commands of every run of the DAG at `scale` (a forced dry run), interpreter as `python3`."""
+    r = subprocess.run(["snakemake", "-n", "-p", "--forceall", "--nolock", "--config", f"scale={scale}"],
+                       capture_output=True, text=True, check=True)
+    lines = [ln.strip() for ln in r.stdout.splitlines() if " -m xcbench train " in ln]
+    return sorted({"python3 " + ln.split(" -m ", 1)[1].split(" > ", 1)[0].replace("xcbench", "-m xcbench", 1)
+                   for ln in lines})
+
+
+def for_device(cmd: str, device: str, root: Path) -> tuple[list[str], Path]:
+    """One command moved to `device`, its results under root/device/ (argv and output folder)."""
+    argv = shlex.split(cmd)
+    i, j = argv.index("--device"), argv.index("--out")
+    argv[i + 1] = device
+    argv[j + 1] = str(root / device / argv[j + 1])
+    return argv, Path(argv[j + 1])
+
+
+def run_all(cmds: list[str], devices: list[str], root: Path, jobs: int) -> None:
+    """Every command on every device, `jobs` at a time, the devices interleaved (a sweep cut by a time
+    limit leaves pairs, not one device's runs); each run's exit status and wall time land beside its
+    results (parity_run.json), each device's name and torch in root/<device>/meta.json."""
+    import torch
+
+    from xcbench.device import device_name
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    for dev in devices:
+        (root / dev).mkdir(parents=True, exist_ok=True)
+        (root / dev / "meta.json").write_text(json.dumps({"device": device_name(torch.device(dev)),
+                                                          "torch": torch.__version__, "jobs": jobs}))
+
+    def one(argv_out):
+        argv, out = argv_out
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        with open(out / "train.log", "w") as log:
+            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        rec = {"rc": rc, "wall_s": time.perf_counter() - t0,
+               "tail": "" if rc == 0 else (out / "train.log").read_text()[-1500:]}
+        (out / "parity_run.json").write_text(json.dumps(rec))
+        if rc:
+            print(f"FAILED {out}\n{rec['tail']}", flush=True)
+        return rc
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        rcs = list(pool.map(one, [for_device(c, dev, root) for c in cmds for dev in devices]))
+    print(f"{len(rcs)} runs on {devices} in {time.perf_counter() - t0:.0f} s, {sum(r != 0 for r in rcs)} failed", flush=True)
+
+
+def leaves(x, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of a nested dict / list, keyed by their path."""
+    if isinstance(x, bool):
+        return {}
+    if isinstance(x, (int, float)):
+        return {prefix: float(x)}
+    if isinstance(x, dict):
+        return {k: v for key, val in x.items() for k, v in leaves(val, f"{prefix}.{key}" if prefix else str(key)).items()}
+    if isinstance(x, list):
+        return {k: v for i, val in enumerate(x) for k, v in leaves(val, f"{prefix}[{i}]").items()}
+    return {}
+
+
+def rel(a: float, b: float) -> float:
+    if math.isnan(a) and math.isnan(b):
+        return 0.0
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def compare(root: Path, a: str = "cpu", b: str = "cuda") -> tuple[list[dict], dict]:
+    """Per run that finished or failed on either device: both exit statuses and the largest relative
+    difference of the test metrics; and the two trees' meta (device names, torch)."""
+    runs = {dev: {f.parent.relative_to(root / dev).as_posix(): json.loads(f.read_text())
+                  for f in (root / dev).rglob("parity_run.json")} for dev in (a, b)}
+    rows = []
+    for key in sorted(set(runs[a]) | set(runs[b])):
+        ra, rb = runs[a].get(key), runs[b].get(key)
+        row = {"run": re.sub(r"^results/", "", key), f"{a}_rc": ra and ra["rc"], f"{b}_rc": rb and rb["rc"]}
+        if ra and rb and ra["rc"] == 0 and rb["rc"] == 0:
+            ma = leaves(json.loads((root / a / key / "metrics.json").read_text()).get("metrics", {}))
+            mb = leaves(json.loads((root / b / key / "metrics.json").read_text()).get("metrics", {}))
+            common = sorted(k for k in set(ma) & set(mb) if not TIMING.search(k))
+            diffs = {k: rel(ma[k], mb[k]) for k in common}
+            worst = max(diffs, key=diffs.get) if diffs else None
+            row.update({"metrics": len(common), "worst": worst, "max_rel_diff": diffs.get(worst, 0.0),
+                        f"{a}_value": ma.get(worst), f"{b}_value": mb.get(worst),
+                        f"{a}_wall_s": ra["wall_s"], f"{b}_wall_s": rb["wall_s"]})
+        else:
+            row["error"] = next((r["tail"] for r in (rb, ra) if r and r["rc"]), "not run (the sweep's time limit)")
+        rows.append(row)
+    return rows, {dev: json.loads((root / dev / "meta.json").read_text()) for dev in (a, b)}
+
+
+def render(rows: list[dict], name: str, meta: dict) -> None:
+    ok = [r for r in rows if "max_rel_diff" in r]
+    same = [r for r in ok if r["max_rel_diff"] <= SAME]
+    lines = [f"# CPU vs CUDA, every run of the DAG at scale {meta['scale']} (CUDA: {meta['cuda']['device']}; CPU: "
+             f"{meta['cpu']['device']}, one thread a run; torch {meta['cuda']['torch']})", "",
+             f"{len(rows)} runs; both finished: {len(ok)}; failed on a device: {len(rows) - len(ok)}. Same test metrics "
+             f"(largest relative difference <= {SAME:g}): {len(same)}; the rest follow other random streams on CUDA "
+             "(benchmarks/device_parity.py docstring) or other float rounding.", "",
+             "| run | metrics | largest relative difference | metric | CPU | CUDA | wall CPU (s) | wall CUDA (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "max_rel_diff" in r:
+            lines.append(f"| {r['run']} | {r['metrics']} | {r['max_rel_diff']:.2e} | {r['worst']} | {r['cpu_value']:.6g} | "
+                         f"{r['cuda_value']:.6g} | {r['cpu_wall_s']:.1f} | {r['cuda_wall_s']:.1f} |")
+        else:
+            err = (r.get("error") or "").strip().splitlines()[-1:] or ["?"]
+            lines.append(f"| {r['run']} | failed (cpu rc {r['cpu_rc']}, cuda rc {r['cuda_rc']}) | | {err[0][:120]} | | | | |")
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+    c = sub.add_parser("commands")
+    c.add_argument("--scale", default="tiny")
+    r = sub.add_parser("run")
+    r.add_argument("--commands", type=Path, required=True)
+    r.add_argument("--device", nargs="+", default=["cpu", "cuda"])
+    r.add_argument("--jobs", type=int, default=8)
+    r.add_argument("--root", type=Path, default=Path("results_parity"))
+    m = sub.add_parser("compare")
+    m.add_argument("--root", type=Path, default=Path("results_parity"))
+    m.add_argument("--name", default="device_parity")
+    m.add_argument("--scale", default="tiny")
+    a = p.parse_args()
+    if a.verb == "commands":
+        print("\n".join(commands(a.scale)))
+    elif a.verb == "run":
+        run_all([ln for ln in a.commands.read_text().splitlines() if ln.strip()], a.device, a.root, a.jobs)
+    else:
+        rows, meta = compare(a.root)
+        render(rows, a.name, {"scale": a.scale, **meta})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

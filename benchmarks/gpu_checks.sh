@@ -1,0 +1,44 @@
+#!/bin/bash
+# The GPU session's checks, in one script (a lent GPU machine: its own python3 with torch and CUDA; no
+# network). Each step has its own time limit, so one that hangs leaves the others their time; the timed
+# benchmarks run alone, the CPU-heavy parity sweep last. Logs and outputs gather in $LOGS (default
+# /tmp/gpu_checks), packed after every step into $OUT/gpu_checks.tgz when OUT is set (the device tool's folder).
+#
+#   bash benchmarks/gpu_checks.sh            # needs data/processed/{ptb,wikitext-2,synthetic-*-tiny},
+#                                            # data/features/ and data/parity_commands.txt
+#                                            # (python benchmarks/device_parity.py commands --scale tiny)
+# Where xcbench's light dependencies are missing (jsonschema), wheels in .whl/ are installed to /tmp/site.
+set -u
+LOGS=${LOGS:-/tmp/gpu_checks}
+mkdir -p "$LOGS"
+pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/gpu_checks.tgz" -C "$LOGS" . ; }
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, xcbench; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
+
+step() {  # step NAME SECONDS command...: one check, its log in $OUT/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  echo "== $name: rc $? in $((SECONDS - t0)) s (limit $limit)"; tail -n 6 "$LOGS/$name.log"
+}
+
+step pytest_cuda 80 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_ffi_triton.py; pack
+step selectors_cuda 130 python3 benchmarks/selector_bench.py --device cuda --n 1000000 --step-n 1000000 --kmeans-n \
+  --name selectors_cuda
+cp benchmarks/out/selectors_cuda.* "$LOGS/" 2>/dev/null; pack
+for ds in ptb:60 wikitext-2:100; do
+  lim=${ds#*:}; ds=${ds%:*}
+  step train_step_$ds $lim python3 benchmarks/train_step.py --experiment config/experiments/midx/table4.yaml \
+    --scale paper --dataset "$ds" --processed "data/processed/$ds/dataset.npz" --device cuda --steps 10 \
+    --name "train_step_midx_table4_paper_${ds}_cuda"
+done
+cp benchmarks/out/train_step_*_cuda.* "$LOGS/" 2>/dev/null; pack
+step parity ${PARITY_S:-150} python3 benchmarks/device_parity.py run --commands data/parity_commands.txt \
+  --device cuda cpu --jobs 14 --root /tmp/parity
+(cd /tmp/parity && find . -name meta.json -o -name parity_run.json -o -name metrics.json | tar czf - -T -) > "$LOGS/parity.tgz"
+pack; ls -la "$LOGS"
