@@ -125,6 +125,7 @@ def compare(root: Path, a: str = "cpu", b: str = "cuda") -> tuple[list[dict], di
             common = sorted(k for k in set(ma) & set(mb) if not TIMING.search(k))
             diffs = {k: rel(ma[k], mb[k]) for k in common}
             worst = max(diffs, key=diffs.get) if diffs else None
+            row["commit"] = json.loads((root / b / key / "metrics.json").read_text()).get("git_commit")
             row.update({"metrics": len(common), "worst": worst, "max_rel_diff": diffs.get(worst, 0.0),
                         f"{a}_value": ma.get(worst), f"{b}_value": mb.get(worst),
                         f"{a}_wall_s": ra["wall_s"], f"{b}_wall_s": rb["wall_s"]})
@@ -141,7 +142,9 @@ def render(rows: list[dict], name: str, meta: dict) -> None:
              f"{meta['cpu']['device']}, one thread a run; torch {meta['cuda']['torch']})", "",
              f"{len(rows)} runs; both finished: {len(ok)}; failed on a device: {len(rows) - len(ok)}. Same test metrics "
              f"(largest relative difference <= {SAME:g}): {len(same)}; the rest follow other random streams on CUDA "
-             "(benchmarks/device_parity.py docstring) or other float rounding.", "",
+             "(benchmarks/device_parity.py docstring) or other float rounding. Code: git "
+             f"{', '.join(sorted({str(r.get('commit'))[:7] for r in ok}))} (the runs' metrics.json; a work tree may have "
+             "held changes beyond it).", "",
              "| run | metrics | largest relative difference | metric | CPU | CUDA | wall CPU (s) | wall CUDA (s) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
