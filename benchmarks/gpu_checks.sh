@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu_checks.sh            # needs data/processed/{ptb,wikitext-2,synthetic-*-tiny},
 #                                            # data/features/ and data/parity_commands.txt
 #                                            # (python benchmarks/device_parity.py commands --scale tiny)
+# The first run (an H200, 193 s in all) had no ffi_kernels step; it is second now, as it has no result yet.
 # Where xcbench's light dependencies are missing (jsonschema), wheels in .whl/ are installed to /tmp/site.
 set -u
 LOGS=${LOGS:-/tmp/gpu_checks}
@@ -28,6 +29,8 @@ step() {  # step NAME SECONDS command...: one check, its log in $OUT/NAME.log
 }
 
 step pytest_cuda 80 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_ffi_triton.py; pack
+step ffi_kernels 60 python3 benchmarks/ffi_kernels.py
+cp benchmarks/out/ffi_kernels.* "$LOGS/" 2>/dev/null; pack
 step selectors_cuda 130 python3 benchmarks/selector_bench.py --device cuda --n 1000000 --step-n 1000000 --kmeans-n \
   --name selectors_cuda
 cp benchmarks/out/selectors_cuda.* "$LOGS/" 2>/dev/null; pack
