@@ -1,0 +1,59 @@
+"""The GPU session's report tools against hand-made inputs: device_parity's comparison of two run trees and
+midx_seed_curves' reading of training logs."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(root, dev, key, rc, metrics=None):
+    d = root / dev / key
+    d.mkdir(parents=True)
+    (d / "parity_run.json").write_text(json.dumps({"rc": rc, "wall_s": 1.0, "tail": "" if rc == 0 else "boom\nValueError: bad"}))
+    if metrics is not None:
+        (d / "metrics.json").write_text(json.dumps({"metrics": metrics, "git_commit": "abcdef0123"}))
+
+
+def test_device_parity_compares_test_metrics_and_leaves_timings_and_failures_apart(tmp_path):
+    dp = _load("device_parity")
+    for dev in ("cpu", "cuda"):
+        (tmp_path / dev).mkdir()
+        (tmp_path / dev / "meta.json").write_text(json.dumps({"device": dev.upper(), "torch": "x"}))
+    _run(tmp_path, "cpu", "results/tiny/p/a/d/same/seed0", 0, {"P@1": 0.5, "build_s": 0.01, "nested": {"R@3": [0.2, 0.4]}})
+    _run(tmp_path, "cuda", "results/tiny/p/a/d/same/seed0", 0, {"P@1": 0.5, "build_s": 0.3, "nested": {"R@3": [0.2, 0.4]}})
+    _run(tmp_path, "cpu", "results/tiny/p/a/d/moved/seed0", 0, {"ppl": 40.0, "acc": 0.2})
+    _run(tmp_path, "cuda", "results/tiny/p/a/d/moved/seed0", 0, {"ppl": 50.0, "acc": 0.2})
+    _run(tmp_path, "cpu", "results/tiny/p/a/d/broken/seed0", 0, {"ppl": 1.0})
+    _run(tmp_path, "cuda", "results/tiny/p/a/d/broken/seed0", 1)
+    rows, meta = dp.compare(tmp_path)
+    by = {r["run"].split("/")[-2]: r for r in rows}
+    assert meta["cuda"]["device"] == "CUDA"
+    assert by["same"]["max_rel_diff"] == 0.0 and by["same"]["metrics"] == 3      # build_s (a time) left out
+    assert by["moved"]["worst"] == "ppl" and by["moved"]["max_rel_diff"] == pytest.approx(10 / 50)
+    assert by["broken"]["cuda_rc"] == 1 and "ValueError: bad" in by["broken"]["error"]
+    assert dp.leaves({"a": {"b": [1, 2.5]}, "c": True, "d": "x"}) == {"a.b[0]": 1.0, "a.b[1]": 2.5}
+
+
+def test_seed_curves_read_validation_perplexity_from_a_training_log(tmp_path):
+    sc = _load("midx_seed_curves")
+    log = tmp_path / "run.log"
+    log.write_text("resuming ...\n"
+                   "04:29:14 ptb/lstm_midx_pq epoch 1/100 loss=1.228 val_ppl=442 val_nll=6.091 13.4 s/epoch ETA 22m02s\n"
+                   "Traceback (most recent call last):\n"
+                   "04:29:24 ptb/lstm_midx_pq epoch 2/100 loss=2.13 val_ppl=250.1 val_nll=5.522 9.7 s/epoch\n")
+    name, curve, about = sc.from_log(log, "seed 1, H200")
+    assert curve == {1: 442.0, 2: 250.1} and name.startswith("lstm_midx_pq (seed 1, H200)")
+    (tmp_path / "empty.log").write_text("nothing here\n")
+    with pytest.raises(SystemExit, match="no per-epoch lines"):
+        sc.from_log(tmp_path / "empty.log")
