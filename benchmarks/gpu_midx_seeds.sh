@@ -3,7 +3,7 @@
 # column (reference/paper-cpu, seed 0, CPU) has them 1.9% apart, rq behind pq, against the paper's order.
 # Both run side by side on the one GPU for at most $LIMIT seconds; a run the limit cuts is ended with
 # --finish (its selected epoch tested, marked cut). Results in $RUNS/<method>/seed<SEED>, packed into
-# $OUT/midx_seeds.tgz, checkpoints beside it (resumable anywhere: `xcbench train ... --out` that folder).
+# $OUT/midx_seeds.tgz, checkpoints of cut runs beside it in parts (resumable anywhere: `xcbench train ... --out`).
 # The seed is not in table4.yaml's seeds, so this script's copy of the tree adds it.
 #
 #   SEED=1 LIMIT=420 bash benchmarks/gpu_midx_seeds.sh
@@ -30,5 +30,9 @@ for m in lstm_midx_pq lstm_midx_rq; do
 done
 if [ -n "${OUT:-}" ]; then
   (cd "$RUNS" && tar czf "$OUT/midx_seeds.tgz" --exclude checkpoint.pt .)
-  for m in lstm_midx_pq lstm_midx_rq; do cp "$RUNS/$m/seed$SEED/checkpoint.pt" "$OUT/${m}_seed${SEED}_checkpoint.pt" 2>/dev/null; done
+  # a cut run's checkpoint (the weights and the best epoch's copy: over the tool's 16 MiB a file on the H200) in parts,
+  # 15 MiB each; here: cat <m>_seed<S>_checkpoint.pt.part* > results/.../<m>/seed<S>/checkpoint.pt, then train resumes it
+  for m in lstm_midx_pq lstm_midx_rq; do
+    [ -f "$RUNS/$m/seed$SEED/checkpoint.pt" ] && split -b 15m -d "$RUNS/$m/seed$SEED/checkpoint.pt" "$OUT/${m}_seed${SEED}_checkpoint.pt.part"
+  done
 fi
