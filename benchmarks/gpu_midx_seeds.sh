@@ -4,7 +4,7 @@
 # Both run side by side on the one GPU for at most $LIMIT seconds; a run the limit cuts is ended with
 # --finish (its selected epoch tested, marked cut). Results in $RUNS/<method>/seed<SEED>, packed into
 # $OUT/midx_seeds.tgz, checkpoints of cut runs beside it in parts (resumable anywhere: `xcbench train ... --out`).
-# The seed is not in table4.yaml's seeds, so this script's copy of the tree adds it.
+# The seed is not in table4.yaml's seeds: the script adds it for its runs and puts the file back on exit.
 #
 #   SEED=1 LIMIT=420 bash benchmarks/gpu_midx_seeds.sh
 #   SCALE=tiny DATASET=synthetic-lm-tiny DEVICE=cpu LIMIT=30 bash benchmarks/gpu_midx_seeds.sh   # the script's own check
@@ -15,6 +15,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
+cp config/experiments/midx/table4.yaml /tmp/table4.yaml.orig && trap 'cp /tmp/table4.yaml.orig config/experiments/midx/table4.yaml' EXIT
 sed -i "s/^seeds: \[0\]/seeds: [0, $SEED]/" config/experiments/midx/table4.yaml
 train() {  # [TMO=seconds] train METHOD [--finish]
   ${TMO:+timeout $TMO} python3 -m xcbench train --experiment config/experiments/midx/table4.yaml --scale "$SCALE" \
@@ -25,14 +26,14 @@ mkdir -p "$RUNS"
 for m in lstm_midx_pq lstm_midx_rq; do TMO=$LIMIT train $m & done
 wait
 for m in lstm_midx_pq lstm_midx_rq; do
-  [ -f "$RUNS/$m/seed$SEED/metrics.json" ] || train $m --finish  # killed by the limit: no metrics yet
+  ck="$RUNS/$m/seed$SEED/checkpoint.pt"
+  # a run the limit cut: its checkpoint (the weights and the best epoch's copy: over the tool's 16 MiB a file on the
+  # H200) goes back in 15 MiB parts before --finish tests its selected epoch; here: cat <m>_seed<S>_checkpoint.pt.part*
+  # > results/.../<m>/seed<S>/checkpoint.pt, and `xcbench train` with that --out continues it
+  if [ ! -f "$RUNS/$m/seed$SEED/metrics.json" ]; then
+    [ -n "${OUT:-}" ] && [ -f "$ck" ] && split -b 15m -d "$ck" "$OUT/${m}_seed${SEED}_checkpoint.pt.part"
+    train $m --finish
+  fi
   grep epoch "$RUNS/$m.log" | tail -n 2; tail -n 2 "$RUNS/$m.log"
 done
-if [ -n "${OUT:-}" ]; then
-  (cd "$RUNS" && tar czf "$OUT/midx_seeds.tgz" --exclude checkpoint.pt .)
-  # a cut run's checkpoint (the weights and the best epoch's copy: over the tool's 16 MiB a file on the H200) in parts,
-  # 15 MiB each; here: cat <m>_seed<S>_checkpoint.pt.part* > results/.../<m>/seed<S>/checkpoint.pt, then train resumes it
-  for m in lstm_midx_pq lstm_midx_rq; do
-    [ -f "$RUNS/$m/seed$SEED/checkpoint.pt" ] && split -b 15m -d "$RUNS/$m/seed$SEED/checkpoint.pt" "$OUT/${m}_seed${SEED}_checkpoint.pt.part"
-  done
-fi
+[ -n "${OUT:-}" ] && (cd "$RUNS" && tar czf "$OUT/midx_seeds.tgz" --exclude checkpoint.pt .)
