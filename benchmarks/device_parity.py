@@ -120,12 +120,12 @@ def compare(root: Path, a: str = "cpu", b: str = "cuda") -> tuple[list[dict], di
         ra, rb = runs[a].get(key), runs[b].get(key)
         row = {"run": re.sub(r"^results/", "", key), f"{a}_rc": ra and ra["rc"], f"{b}_rc": rb and rb["rc"]}
         if ra and rb and ra["rc"] == 0 and rb["rc"] == 0:
-            ma = leaves(json.loads((root / a / key / "metrics.json").read_text()).get("metrics", {}))
-            mb = leaves(json.loads((root / b / key / "metrics.json").read_text()).get("metrics", {}))
+            got = {dev: json.loads((root / dev / key / "metrics.json").read_text()) for dev in (a, b)}
+            ma, mb = (leaves(got[dev].get("metrics", {})) for dev in (a, b))
             common = sorted(k for k in set(ma) & set(mb) if not TIMING.search(k))
             diffs = {k: rel(ma[k], mb[k]) for k in common}
             worst = max(diffs, key=diffs.get) if diffs else None
-            row["commit"] = json.loads((root / b / key / "metrics.json").read_text()).get("git_commit")
+            row["commit"] = got[b].get("git_commit")
             row.update({"metrics": len(common), "worst": worst, "max_rel_diff": diffs.get(worst, 0.0),
                         f"{a}_value": ma.get(worst), f"{b}_value": mb.get(worst),
                         f"{a}_wall_s": ra["wall_s"], f"{b}_wall_s": rb["wall_s"]})

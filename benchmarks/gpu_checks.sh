@@ -8,16 +8,12 @@
 #                                            # data/features/ and data/parity_commands.txt
 #                                            # (python benchmarks/device_parity.py commands --scale tiny)
 # The first run (an H200, 193 s in all) had no ffi_kernels step; it is second now, as it has no result yet.
-# Where xcbench's light dependencies are missing (jsonschema), wheels in .whl/ are installed to /tmp/site.
+# Python environment: benchmarks/gpu_env.sh.
 set -u
 LOGS=${LOGS:-/tmp/gpu_checks}
 mkdir -p "$LOGS"
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/gpu_checks.tgz" -C "$LOGS" . ; }
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+. benchmarks/gpu_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, xcbench; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
 

@@ -10,11 +10,7 @@
 #   SCALE=tiny DATASET=synthetic-lm-tiny DEVICE=cpu LIMIT=30 bash benchmarks/gpu_midx_seeds.sh   # the script's own check
 set -u
 SEED=${SEED:-1} LIMIT=${LIMIT:-420} RUNS=${RUNS:-/tmp/midx_seeds} SCALE=${SCALE:-paper} DATASET=${DATASET:-ptb} DEVICE=${DEVICE:-cuda}
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+. benchmarks/gpu_env.sh
 cp config/experiments/midx/table4.yaml /tmp/table4.yaml.orig && trap 'cp /tmp/table4.yaml.orig config/experiments/midx/table4.yaml' EXIT
 sed -i "s/^seeds: \[0\]/seeds: [0, $SEED]/" config/experiments/midx/table4.yaml
 train() {  # [TMO=seconds] train METHOD [--finish]

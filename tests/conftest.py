@@ -11,6 +11,16 @@ from xcbench.config import load_datasets
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_benchmark(name: str):
+    """benchmarks/<name>.py as a module (the scripts are not a package), for tests of their pure parts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def catalogue():
     return load_datasets()

@@ -1,20 +1,11 @@
 """The GPU session's report tools against hand-made inputs: device_parity's comparison of two run trees and
 midx_seed_curves' reading of training logs."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from conftest import load_benchmark as _load
 
 
 def _run(root, dev, key, rc, metrics=None):

@@ -2,7 +2,6 @@
 tables grouped by encoder, sweep figures, claims against several runs, and the proposal KL."""
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -239,12 +238,9 @@ def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
 def test_schedule_facts_of_a_hand_written_history():
     """benchmarks/midx_schedule.py: the first lr cut, the largest rise at the first rate and the best epoch
     of a history written by hand (rate 5 for epochs 1-4, cut after epoch 4)."""
-    import importlib.util
+    from conftest import load_benchmark
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "midx_schedule.py"
-    spec = importlib.util.spec_from_file_location("midx_schedule", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_benchmark("midx_schedule")
     val, lr = [300.0, 250.0, 262.0, 255.0, 240.0, 255.0, 238.0], [5.0] * 4 + [1.25] * 3   # a 15-point rise after the cut
     assert mod.schedule_facts(val, lr) == {"epochs": 7, "lr0": 5.0, "first_cut_after": 4, "val_at_cut": 250.0,
                                            "largest_rise": 12.0, "best_val": 238.0, "best_epoch": 7}
