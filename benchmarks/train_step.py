@@ -43,10 +43,10 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     setup_head(model, task, device, train_cfg)
     model.train()
     t0 = time.perf_counter()
-    model.head.on_epoch_start(0, torch_generator(seed, "index", device))
+    model.head.on_epoch_start(0, torch_generator(seed, "index"))
     _sync(device)
     build_s = time.perf_counter() - t0
-    bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", device)
+    bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss")
     times = []
     for i, (x, y, idx) in enumerate(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)):
         _sync(device)

@@ -1,9 +1,11 @@
-"""The GPU paths against the CPU ones: every sampler's log q, draws, every selector's set and the heads'
-loss and gradients on CUDA equal the CPU's for the same inputs and state (float tolerance).
+"""The GPU paths against the CPU ones: every sampler's log q, draws, every selector's set, the heads'
+loss and gradients, and whole sampled runs on CUDA equal the CPU's for the same inputs and seed (float
+tolerance).
 
-Skipped without CUDA (CI has none); run on a GPU machine with `pytest tests/test_cuda.py`. Generators
-stay on the CPU here: the code draws on a generator's own device and moves the draws, so one CPU stream
-gives both devices the same indices, trees and codebooks (benchmarks/device_parity.py covers whole runs).
+Skipped without CUDA (CI has none); run on a GPU machine with `pytest tests/test_cuda.py`. Every
+generator is a CPU one (seed.py): the code draws on it and moves the draws, so one CPU stream gives both
+devices the same negatives, selections, dropout masks, trees and codebooks (benchmarks/device_parity.py
+covers every run of the DAG).
 """
 
 import copy
@@ -45,13 +47,17 @@ def test_log_prob_on_cuda_equals_cpu_and_brute_force(name):
 
 
 @pytest.mark.parametrize("name", SAMPLERS.names())
-def test_cuda_draws_lie_on_cuda_and_match_their_log_prob(name):
+def test_cuda_draws_lie_on_cuda_match_their_log_prob_and_are_the_cpus(name):
     s, _, _ = _built(name, CUDA)
     h = torch.randn(2, D, generator=torch.Generator().manual_seed(1)).to(CUDA)
-    ids, log_q = s.sample(h, 500, torch.Generator(device=CUDA).manual_seed(2))
+    ids, log_q = s.sample(h, 500, torch.Generator().manual_seed(2))
     assert ids.device.type == CUDA.type and ids.shape == (2, 500) and int(ids.min()) >= 0 and int(ids.max()) < N
     assert torch.allclose(log_q, s.log_prob(h, ids), atol=1e-5)
     assert torch.isfinite(log_q).all()
+    cpu, _, _ = _built(name, torch.device("cpu"))
+    ids_cpu, _ = cpu.sample(h.cpu(), 500, torch.Generator().manual_seed(2))
+    # the CPU's draws: a proposal CUDA rounds otherwise may move a draw that falls on a boundary
+    assert (ids.cpu() == ids_cpu).float().mean() >= 0.99, name
 
 
 @pytest.mark.parametrize("name", [n for n in SELECTORS.names() if n not in ("faiss_ivf",)])
@@ -82,7 +88,7 @@ def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
     grads, losses = {}, {}
     for dev, head in heads.items():
         xx = x.clone().to(dev).requires_grad_(True)  # a leaf on each device (x itself stays grad-free)
-        loss = head.loss(xx, y.to(dev), None, torch.Generator(device=dev).manual_seed(3))
+        loss = head.loss(xx, y.to(dev), None, torch.Generator().manual_seed(3))
         loss.backward()
         losses[dev] = loss.item()
         grads[dev] = {k: p.grad.cpu() for k, p in head.named_parameters() if p.grad is not None} | {"h": xx.grad.cpu()}
@@ -94,8 +100,9 @@ def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
 
 @pytest.mark.parametrize("sampler, params", [("midx_rq", {"K": 4}), ("rff", {"D": 16})])
 def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny_xmc, tiny_exp, tmp_path, sampler, params):
-    """Its checkpoint holds the CUDA generators' states; read back onto the device they failed set_state
-    ('RNG state must be a torch.ByteTensor', seen on an H200), so no GPU run could resume."""
+    """Its checkpoint holds the generators' states and the CUDA stream's; read back onto the device, a CUDA
+    generator's state failed set_state ('RNG state must be a torch.ByteTensor', seen on an H200), so no
+    GPU run could resume."""
     from test_interfaces import _sampled
 
     from xcbench.config import normalise_methods
@@ -115,3 +122,26 @@ def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny
         go(tmp_path / "cut", interrupt_after=1)
     resumed = go(tmp_path / "cut")
     assert resumed["device"] == CUDA.type and resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+
+
+@pytest.mark.parametrize("sampler, params", [("uniform", {}), ("midx_rq", {"K": 4}), ("rff", {"D": 16})])
+def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tiny_exp, tmp_path, sampler, params):
+    """Negatives, codebooks, kernel trees and the encoder's dropout (TINY_EXP: mlp, p 0.1) drawn on the CPU
+    for both devices: the test metrics agree to float tolerance (device_parity's 1e-4), not in distribution."""
+    from test_interfaces import _sampled
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+    from xcbench.train import run
+
+    exp = _sampled(tiny_exp, sampler, sampler_params=params)
+    exp["methods"] = normalise_methods(exp["methods"])
+    processed, feats, entry = tiny_xmc
+    out = {}
+    for key, dev in (("cpu", torch.device("cpu")), ("cuda", CUDA)):
+        task = make_task(copy.deepcopy(exp), entry, processed, feats, dev, 0)
+        out[key] = run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, tmp_path / key, dev)["metrics"]
+    assert out["cuda"].keys() == out["cpu"].keys() and any(isinstance(a, float) for a in out["cpu"].values())
+    for k, a in out["cpu"].items():
+        if isinstance(a, float):
+            assert out["cuda"][k] == pytest.approx(a, rel=1e-4, abs=1e-6), k

@@ -1,9 +1,19 @@
-"""Explicit random generators.
+"""Explicit random generators, and draws that do not depend on the device.
 
 Every random draw in xcbench takes a `torch.Generator` (or a numpy `Generator`) derived from the
 run seed and a purpose string, so adding a new consumer of randomness never shifts the streams
-of the others. Ops that cannot take a generator (dropout) use torch's global stream, which
-`seed_global` seeds and checkpoints save/restore.
+of the others. Every generator lives on the CPU: a draw is made there and moved to the device that
+uses it (`rand`, `randint`, `multinomial`, features/base.Dropout), so a run on a GPU draws the
+numbers that the same run draws on the CPU, and its results agree within float tolerance (the
+Standards; benchmarks/device_parity.py measures it). The price on a GPU is one host-to-device copy
+per draw, and for `multinomial` a device-to-host copy of the probabilities: (B, K^2) for MIDX,
+(B, n) for the exact samplers (Sphere). The cheaper alternative, an inverse CDF on the device from
+uniforms drawn on the CPU, consumes the same stream but not the same classes: torch's CPU kernel sums
+the cumulative distribution in float32 one class after another, a device scan rounds otherwise, and 49
+of 111,510 draws (n up to 5,000) fell into a neighbouring class (measured on the CPU with float64 sums). Ops that cannot take a generator (dropout) use torch's global CPU
+stream, which `seed_global` seeds and checkpoints save/restore; the dropout inside nn.LSTM and
+nn.TransformerEncoderLayer is drawn on the device (cuDNN's and the fused kernels' own streams), so
+models with those agree across devices in distribution only.
 """
 
 from __future__ import annotations
@@ -19,10 +29,9 @@ def derive_seed(seed: int, purpose: str) -> int:
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def torch_generator(seed: int, purpose: str, device: str | torch.device = "cpu") -> torch.Generator:
-    g = torch.Generator(device=device)
-    g.manual_seed(derive_seed(seed, purpose))
-    return g
+def torch_generator(seed: int, purpose: str) -> torch.Generator:
+    """A CPU generator for (seed, purpose): draw with it through `rand`/`randint`/`multinomial`."""
+    return torch.Generator().manual_seed(derive_seed(seed, purpose))
 
 
 def numpy_generator(seed: int, purpose: str) -> np.random.Generator:
@@ -31,3 +40,19 @@ def numpy_generator(seed: int, purpose: str) -> np.random.Generator:
 
 def seed_global(seed: int) -> None:
     torch.manual_seed(derive_seed(seed, "global"))
+
+
+def rand(shape, gen: torch.Generator, device: torch.device | str) -> torch.Tensor:
+    """U[0, 1) of `shape` drawn on the generator's device and moved to `device`."""
+    return torch.rand(shape, generator=gen, device=gen.device).to(device)
+
+
+def randint(high: int, shape, gen: torch.Generator, device: torch.device | str) -> torch.Tensor:
+    """Integers in [0, high) of `shape` drawn on the generator's device and moved to `device`."""
+    return torch.randint(0, high, shape, generator=gen, device=gen.device).to(device)
+
+
+def multinomial(p: torch.Tensor, m: int, gen: torch.Generator, replacement: bool = True) -> torch.Tensor:
+    """torch.multinomial of the rows of p (unnormalised weights) on the generator's device; the
+    indices come back on p's device.  p.shape[:-1] + (m,)"""
+    return torch.multinomial(p.to(gen.device), m, replacement=replacement, generator=gen).to(p.device)

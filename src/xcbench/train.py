@@ -123,8 +123,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     sched = make_schedule(train_cfg)
     select = BestEpoch(**train_cfg["select"]) if train_cfg.get("select") else None
     gen = torch_generator(seed, "batches")
-    loss_gen = torch_generator(seed, "loss", device)
-    index_gen = torch_generator(seed, "index", device)
+    loss_gen = torch_generator(seed, "loss")
+    index_gen = torch_generator(seed, "index")
     seed_global(seed)
     history, start, elapsed, cut_short, resume = [], 0, 0.0, None, (0, None)
     nb = task.n_train_batches(bs)

@@ -38,3 +38,26 @@ def init_normal_(module: nn.Module, gen: torch.Generator, std: float = 0.02) -> 
                 p.normal_(0.0, std, generator=gen)
             elif "norm" not in name:
                 p.zero_()
+
+
+class Dropout(nn.Module):
+    """Inverted dropout x * m / (1 - p), m ~ Bernoulli(1 - p) elementwise (Srivastava et al. 2014), with
+    the mask drawn on the CPU from torch's global stream and moved to x's device: on the CPU the same
+    bits as nn.Dropout (tests/test_seed.py), on a GPU the mask the CPU would draw (seed.py)."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        self.p = float(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0 or x.numel() == 0:
+            return x
+        if self.p == 1.0:
+            return x * torch.zeros((), dtype=x.dtype, device=x.device)
+        m = torch.empty(x.shape, dtype=x.dtype).bernoulli_(1.0 - self.p)                       # x.shape, on the CPU
+        return x * m.div_(1.0 - self.p).to(x.device)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

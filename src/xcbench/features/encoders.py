@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder
+from xcbench.features.base import Dropout, Encoder
 from xcbench.registry import ENCODERS
 
 
@@ -26,7 +26,7 @@ class Identity(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = in_dim
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(x)
@@ -37,7 +37,7 @@ class MLP(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, hidden: int = 512, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = hidden
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         bound = 1.0 / math.sqrt(in_dim)
         self.A = nn.Parameter(torch.empty(in_dim, hidden).uniform_(-bound, bound, generator=gen))  # (e, I)
         self.a = nn.Parameter(torch.zeros(hidden))
@@ -51,7 +51,7 @@ class Linear(Encoder):
     def __init__(self, in_dim: int, gen: torch.Generator, out: int = 128, dropout: float = 0.0) -> None:
         super().__init__()
         self.out_dim = out
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.P = nn.Parameter(torch.randn(in_dim, out, generator=gen) / math.sqrt(in_dim))        # (e, out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

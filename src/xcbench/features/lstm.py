@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder
+from xcbench.features.base import Dropout, Encoder
 from xcbench.registry import ENCODERS
 
 
@@ -32,7 +32,7 @@ class LSTMLM(Encoder):
         self.out_dim = hidden
         self.tokens = nn.Embedding(in_dim, emb, sparse=sparse)  # sparse: row gradients (lazy_adam, sgd)
         self.lstm = nn.LSTM(emb, hidden, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         with torch.no_grad():
             self.tokens.weight.uniform_(-0.1, 0.1, generator=gen)
             k = 1.0 / math.sqrt(hidden)

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder, init_normal_
+from xcbench.features.base import Dropout, Encoder, init_normal_
 from xcbench.registry import ENCODERS
 
 
@@ -49,7 +49,7 @@ class SASRec(_ItemEncoder):
         block = nn.TransformerEncoderLayer(dim, heads, dim, dropout, batch_first=True, norm_first=True)
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -70,7 +70,7 @@ class GRU4Rec(_ItemEncoder):
     def __init__(self, in_dim: int, gen: torch.Generator, dim: int = 64, layers: int = 1, dropout: float = 0.2) -> None:
         super().__init__(in_dim, dim)
         self.gru = nn.GRU(dim, dim, num_layers=layers, batch_first=True)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

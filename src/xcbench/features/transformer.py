@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from xcbench.features.base import Encoder, init_normal_
+from xcbench.features.base import Dropout, Encoder, init_normal_
 from xcbench.registry import ENCODERS
 
 
@@ -41,7 +41,7 @@ class TransformerLM(Encoder):
         block = nn.TransformerEncoderLayer(emb, heads, ff, dropout, batch_first=True, norm_first=True)
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(emb)
-        self.drop, self.out_drop = nn.Dropout(dropout), nn.Identity()
+        self.drop, self.out_drop = Dropout(dropout), nn.Identity()
         init_normal_(self, gen)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None):
@@ -75,7 +75,7 @@ class PostNormTransformerLM(TransformerLM):
         block = nn.TransformerEncoderLayer(emb, heads, ff, dropout, activation="gelu", batch_first=True,
                                            norm_first=False)
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
-        self.norm, self.out_drop = nn.Identity(), nn.Dropout(dropout)
+        self.norm, self.out_drop = nn.Identity(), Dropout(dropout)
         init_torch_default_(self.blocks, gen)
         with torch.no_grad():
             xavier_uniform_(self.tokens.weight, gen)

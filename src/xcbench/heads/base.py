@@ -72,7 +72,7 @@ class Head(nn.Module):
         counts = label_counts.to(device)
         self.setup({"label_counts": counts, "n_train": int(n_train if n_train is not None else counts.sum()),
                     "epochs": epochs, "steps_per_epoch": steps_per_epoch, "batch_size": batch_size})
-        self._gen = torch.Generator(device=device).manual_seed(seed)
+        self._gen = torch.Generator().manual_seed(seed)  # on the CPU: seed.py
         self.on_epoch_start(0, self._gen)
         return self
 

@@ -20,6 +20,7 @@ from torch import nn
 
 from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.registry import HEADS
+from xcbench.seed import multinomial
 
 
 def nce_loss(s_t: torch.Tensor, s_n: torch.Tensor, log_q_t: torch.Tensor, log_q_n: torch.Tensor, k: int) -> torch.Tensor:
@@ -57,7 +58,7 @@ class NCE(Head):
         return (h.unsqueeze(1) * F.embedding(ids, self.W, sparse=True)).sum(-1) + F.embedding(ids, self.b, sparse=True)[..., 0]
 
     def loss(self, h, y, idx, gen):
-        n = torch.multinomial(self.log_q.exp(), self.k, replacement=True, generator=gen)       # (k,)
+        n = multinomial(self.log_q.exp(), self.k, gen)                                          # (k,)
         s = self._s(h, torch.cat([y.unsqueeze(1), n.unsqueeze(0).expand(len(y), -1)], 1))     # (B, 1 + k)
         return nce_loss(s[:, 0], s[:, 1:], self.log_q[y], self.log_q[n].unsqueeze(0), self.k).mean()
 

@@ -45,6 +45,7 @@ from xcbench.heads.base import Head, check_param, class_weights
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
+from xcbench.seed import rand
 
 FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
@@ -68,7 +69,7 @@ def pick_one_positive(y: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tens
     with a label and one of their positives drawn uniformly: (rows (B',), targets (B',))."""
     n = (y >= 0).sum(1)                                                                  # (B,)
     rows = (n > 0).nonzero().squeeze(1)
-    r = (torch.rand(len(rows), generator=gen, device=y.device) * n[rows]).long()
+    r = (rand(len(rows), gen, y.device) * n[rows]).long()
     return rows, y[rows, r]
 
 
@@ -166,7 +167,7 @@ class SampledSoftmax(NormalizedSoftmax):
             kl.append((logp.exp() * (logp - logq)).sum(1))
             p_sum += logp.exp().sum(0)
         v = torch.cat(kl).mean().item()
-        g = torch.Generator(device=h.device).manual_seed(0)
+        g = torch.Generator().manual_seed(0)
         ids, _ = self.sampler.sample(h, FREQ_DRAWS, g)                                       # (B, S)
         curves = cumulative_curves(p_sum / len(h), ids, self.order)                          # (2, R)
         self.cdf[1] = curves

@@ -120,7 +120,7 @@ class SelectiveSoftmax(Head):
 
     @torch.no_grad()
     def precision(self, h: torch.Tensor, y: torch.Tensor, o: torch.Tensor) -> float:
-        g = torch.Generator(device=h.device).manual_seed(0)
+        g = torch.Generator().manual_seed(0)
         B, k = self._rows or self.batch_size, self.selector.budget(self.k)
         q = max(1, math.ceil(k / B))
         hit = []

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
+from xcbench.seed import rand
 
 EPS = 1e-12
 # Levels with at most DENSE_PER_DRAW * (draws per query) nodes are scored by one matmul for all their
@@ -147,7 +148,7 @@ class KernelTree(Sampler):
         log_q = torch.zeros(h.shape[0], m, dtype=ph.dtype, device=h.device)
         for lvl in range(self.depth):
             lp_l, lp_r, m_l, m_r = self._branch(ph, node, lvl, parent)
-            go_right = torch.rand(node.shape, generator=gen, device=h.device).log() >= lp_l   # P(right) = 1 - e^lp_l
+            go_right = rand(node.shape, gen, h.device).log() >= lp_l   # P(right) = 1 - e^lp_l
             log_q += torch.where(go_right, lp_r, lp_l)
             parent = torch.where(go_right, m_r, m_l)
             node = 2 * node + go_right.long()

@@ -24,6 +24,7 @@ import torch
 
 from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
+from xcbench.seed import multinomial, rand, randint
 
 
 @SAMPLERS.register("lsh")
@@ -63,12 +64,12 @@ class LSH(Sampler):
         qb, size = self._buckets(h)                                                           # (B, L)
         w = (size > 0).double()
         empty = w.sum(1) == 0                                                                 # (B,) no bucket holds a class
-        t = torch.multinomial(torch.where(empty.unsqueeze(1), 1.0, w), m, replacement=True, generator=gen)  # (B, m)
+        t = multinomial(torch.where(empty.unsqueeze(1), 1.0, w), m, gen)                       # (B, m)
         b = qb.gather(1, t)                                                                   # (B, m) chosen bucket
-        u = torch.rand(t.shape, generator=gen, device=h.device)
+        u = rand(t.shape, gen, h.device)
         pos = (u * self.count[b]).long().clamp(max=(self.count[b] - 1).clamp(min=0))
         ids = self.order[(self.start[b] + pos).clamp(max=len(self.order) - 1)]
-        uni = torch.randint(0, self.n_classes, t.shape, generator=gen, device=h.device)
+        uni = randint(self.n_classes, t.shape, gen, h.device)
         ids = torch.where(empty.unsqueeze(1), uni, ids)
         return ids, self.log_prob(h, ids)
 

@@ -32,6 +32,7 @@ import torch
 from xcbench.kmeans import kmeans, nearest
 from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
+from xcbench.seed import multinomial, rand
 
 
 class MIDX(Sampler):
@@ -59,7 +60,7 @@ class MIDX(Sampler):
         class is assigned to its nearest codeword once, after the iterations)."""
         if n <= self.fit_points:
             return None
-        g = gen if gen is not None else torch.Generator(device=device).manual_seed(0)
+        g = gen if gen is not None else torch.Generator().manual_seed(0)
         return torch.randperm(n, generator=g, device=g.device)[: self.fit_points].to(device)
 
     def _kmeans(self, X: torch.Tensor, C0: torch.Tensor, rows: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +72,7 @@ class MIDX(Sampler):
     def _init(self, X: torch.Tensor, C: torch.Tensor, gen) -> torch.Tensor:
         if C.shape == (self.K, X.shape[1]):
             return C.to(X)                                                                    # warm start
-        g = gen if gen is not None else torch.Generator(device=X.device).manual_seed(0)
+        g = gen if gen is not None else torch.Generator().manual_seed(0)
         return X[torch.randperm(len(X), generator=g, device=g.device)[: self.K].to(X.device)].clone()
 
     def quantize(self, c: torch.Tensor, gen) -> None:
@@ -105,8 +106,8 @@ class MIDX(Sampler):
 
     def sample(self, h, m, gen):
         L = self._cell_logits(h)                                                               # (B, K^2)
-        cells = torch.multinomial(torch.softmax(L, 1), m, replacement=True, generator=gen)    # (B, m)
-        u = torch.rand(cells.shape, generator=gen, device=h.device)
+        cells = multinomial(torch.softmax(L, 1), m, gen)                                     # (B, m)
+        u = rand(cells.shape, gen, h.device)
         ids = self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
         return ids, self._log_q(L, cells)
 
@@ -186,7 +187,7 @@ class MIDXExact(ProductQuantized, MIDX):
 
     def sample(self, h, m, gen):
         lp = self.stages(h)
-        ids = torch.multinomial(lp.exp(), m, replacement=True, generator=gen)                  # (B, m)
+        ids = multinomial(lp.exp(), m, gen)                                                   # (B, m)
         return ids, lp.gather(1, ids).float()
 
     def log_prob(self, h, ids):

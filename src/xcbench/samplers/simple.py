@@ -17,12 +17,13 @@ import torch
 
 from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
+from xcbench.seed import multinomial, randint
 
 
 @SAMPLERS.register("uniform")
 class Uniform(Sampler):
     def sample(self, h, m, gen):
-        ids = torch.randint(0, self.n_classes, (h.shape[0], m), generator=gen, device=h.device)     # (B, m)
+        ids = randint(self.n_classes, (h.shape[0], m), gen, h.device)                                 # (B, m)
         return ids, self.log_prob(h, ids)
 
     def log_prob(self, h, ids):
@@ -41,7 +42,7 @@ class Unigram(Sampler):
 
     def sample(self, h, m, gen):
         # query-independent: all B m draws from one distribution (one cumulative sum, not B)
-        ids = torch.multinomial(self.log_q.exp(), h.shape[0] * m, replacement=True, generator=gen)
+        ids = multinomial(self.log_q.exp(), h.shape[0] * m, gen)
         ids = ids.view(h.shape[0], m)                                                               # (B, m)
         return ids, self.log_prob(h, ids)
 
@@ -69,7 +70,7 @@ class Exact(Sampler):
 
     def sample(self, h, m, gen):
         logp = self._logp(h)
-        ids = torch.multinomial(logp.exp(), m, replacement=True, generator=gen)                      # (B, m)
+        ids = multinomial(logp.exp(), m, gen)                                                        # (B, m)
         return ids, logp.gather(1, ids)
 
     def log_prob(self, h, ids):

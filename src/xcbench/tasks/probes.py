@@ -140,12 +140,12 @@ class LossTiming(Probe):
         head.setup({"label_counts": torch.ones(n, dtype=torch.long, device=self.device), "n_train": n})
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         t0 = time.perf_counter()
-        head.on_epoch_start(0, torch_generator(seed, "index", self.device))
+        head.on_epoch_start(0, torch_generator(seed, "index"))
         sync()
         build = time.perf_counter() - t0
-        g = torch_generator(seed, "timing", self.device)
-        h = torch.nn.functional.normalize(torch.randn(B, d, generator=g, device=self.device), dim=1)
-        y = torch.randint(0, n, (B,), generator=g, device=self.device)
+        g = torch_generator(seed, "timing")
+        h = torch.nn.functional.normalize(torch.randn(B, d, generator=g), dim=1).to(self.device)
+        y = torch.randint(0, n, (B,), generator=g).to(self.device)
         times = []
         with torch.no_grad():
             for r in range(self.params["warmup"] + R):
