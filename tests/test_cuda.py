@@ -5,22 +5,26 @@ tolerance).
 Skipped without CUDA (CI has none); run on a GPU machine with `pytest tests/test_cuda.py`. Every
 generator is a CPU one (seed.py): the code draws on it and moves the draws, so one CPU stream gives both
 devices the same negatives, selections, dropout masks, trees and codebooks (benchmarks/device_parity.py
-covers every run of the DAG).
+covers every run of the DAG). `XCBENCH_CUDA_STANDIN=1 pytest tests/test_cuda.py` runs these tests on a
+machine without CUDA with the CPU standing in for it: it checks the tests' own code, not the GPU.
 """
 
 import copy
+import os
 
 import pytest
 import torch
 
 from xcbench.registry import HEADS, SAMPLERS, SELECTORS
 
-if not torch.cuda.is_available():
+STANDIN = os.environ.get("XCBENCH_CUDA_STANDIN") == "1"
+if not (torch.cuda.is_available() or STANDIN):
     pytest.skip("no CUDA device: the GPU paths are checked on a GPU machine", allow_module_level=True)
 
 from test_samplers import REFERENCES  # noqa: E402  (brute-force q per sampler, on CPU)
 
-N, D, CUDA = 40, 6, torch.device("cuda")
+N, D, CUDA = 40, 6, torch.device("cpu" if STANDIN else "cuda")
+DEVICES = {"cpu": torch.device("cpu"), "cuda": CUDA}  # keys name the sides; CUDA is the only device handle
 
 
 def _built(name: str, device: torch.device):
@@ -69,12 +73,12 @@ def test_selectors_choose_the_same_classes_on_cuda(name):
     W, g = clustered()
     h, y = torch.randn(8, W.shape[1], generator=g), torch.randint(len(W), (8,), generator=g)
     out = {}
-    for dev in ("cpu", "cuda"):
+    for key, dev in DEVICES.items():
         sel = SELECTORS.get(name)(len(W)).to(dev)
         sel.bind(W.to(dev))
         if sel.needs_index:
             sel.update(W.to(dev), torch.Generator().manual_seed(2))
-        out[dev] = sel.select(h.to(dev), y.to(dev), 60, torch.Generator().manual_seed(3)).cpu()
+        out[key] = sel.select(h.to(dev), y.to(dev), 60, torch.Generator().manual_seed(3)).cpu()
     assert torch.equal(out["cpu"], out["cuda"]), name
 
 
@@ -84,14 +88,15 @@ def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
         pytest.skip(f"{name} is not registered")
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, 12, generator=g), torch.randint(0, 30, (16,), generator=g)
-    heads = {dev: HEADS.get(name)(12, 30, torch.Generator().manual_seed(1)).to(dev) for dev in ("cpu", "cuda")}
+    heads = {key: HEADS.get(name)(12, 30, torch.Generator().manual_seed(1)).to(dev) for key, dev in DEVICES.items()}
     grads, losses = {}, {}
-    for dev, head in heads.items():
+    for key, head in heads.items():
+        dev = DEVICES[key]
         xx = x.clone().to(dev).requires_grad_(True)  # a leaf on each device (x itself stays grad-free)
         loss = head.loss(xx, y.to(dev), None, torch.Generator().manual_seed(3))
         loss.backward()
-        losses[dev] = loss.item()
-        grads[dev] = {k: p.grad.cpu() for k, p in head.named_parameters() if p.grad is not None} | {"h": xx.grad.cpu()}
+        losses[key] = loss.item()
+        grads[key] = {k: p.grad.cpu() for k, p in head.named_parameters() if p.grad is not None} | {"h": xx.grad.cpu()}
     assert losses["cuda"] == pytest.approx(losses["cpu"], rel=1e-5)
     assert grads["cuda"].keys() == grads["cpu"].keys() and len(grads["cpu"]) > 1
     for k, a in grads["cpu"].items():
@@ -138,7 +143,7 @@ def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tin
     exp["methods"] = normalise_methods(exp["methods"])
     processed, feats, entry = tiny_xmc
     out = {}
-    for key, dev in (("cpu", torch.device("cpu")), ("cuda", CUDA)):
+    for key, dev in DEVICES.items():
         task = make_task(copy.deepcopy(exp), entry, processed, feats, dev, 0)
         out[key] = run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, tmp_path / key, dev)["metrics"]
     assert out["cuda"].keys() == out["cpu"].keys() and any(isinstance(a, float) for a in out["cpu"].values())
