@@ -7,6 +7,9 @@ Three steps, the first and last anywhere, the second on the GPU machine:
     python benchmarks/device_parity.py run --commands /tmp/cmds.txt --device cpu cuda --jobs 12 --root results_parity
     python benchmarks/device_parity.py compare --root results_parity --name device_parity
 
+`compare --sides before after` compares two other folders under --root instead, e.g. two CPU sweeps (`run --device
+cpu`, the folder renamed) of the code before and after a change: benchmarks/out/cpu_draws_unchanged.md.
+
 `run` starts every train command once per device (its `--device` and `--out` replaced: the run goes to
 <root>/<device>/<the DAG's results path>), `--jobs` at a time, one thread each, and records each run's exit
 status and wall time beside it (parity_run.json). `compare` reads both trees and writes
@@ -136,25 +139,31 @@ def compare(root: Path, a: str = "cpu", b: str = "cuda") -> tuple[list[dict], di
     return rows, {dev: json.loads((root / dev / "meta.json").read_text()) for dev in (a, b)}
 
 
-def render(rows: list[dict], name: str, meta: dict) -> None:
+def render(rows: list[dict], name: str, meta: dict, a: str = "cpu", b: str = "cuda", note: str = "") -> None:
+    """benchmarks/out/<name>.{json,md}. Sides `cpu` and `cuda` are a device sweep; other names (two trees
+    of one device, e.g. before and after a change) are titled by their names."""
     ok = [r for r in rows if "max_rel_diff" in r]
     same = [r for r in ok if r["max_rel_diff"] <= SAME]
-    lines = [f"# CPU vs CUDA, every run of the DAG at scale {meta['scale']} (CUDA: {meta['cuda']['device']}; CPU: "
-             f"{meta['cpu']['device']}, one thread a run; torch {meta['cuda']['torch']})", "",
-             f"{len(rows)} runs; both finished: {len(ok)}; failed on a device: {len(rows) - len(ok)}. Same test metrics "
-             f"(largest relative difference <= {SAME:g}): {len(same)}; the rest follow other random streams on CUDA "
-             "(benchmarks/device_parity.py docstring) or other float rounding. Code: git "
+    A, B = a.upper() if a in ("cpu", "cuda") else a, b.upper() if b in ("cpu", "cuda") else b
+    title = (f"# CPU vs CUDA, every run of the DAG at scale {meta['scale']} (CUDA: {meta[b]['device']}; CPU: "
+             f"{meta[a]['device']}, one thread a run; torch {meta[b]['torch']})" if (a, b) == ("cpu", "cuda") else
+             f"# {A} vs {B}, every run of the DAG at scale {meta['scale']} ({A}: {meta[a]['device']}, torch "
+             f"{meta[a]['torch']}; {B}: {meta[b]['device']}, torch {meta[b]['torch']}; one thread a run)")
+    lines = [title, "",
+             f"{len(rows)} runs; both finished: {len(ok)}; failed on a side: {len(rows) - len(ok)}. Same test metrics "
+             f"(largest relative difference <= {SAME:g}): {len(same)}; exactly equal: "
+             f"{sum(r['max_rel_diff'] == 0.0 for r in ok)}. Code ({B}'s runs): git "
              f"{', '.join(sorted({str(r.get('commit'))[:7] for r in ok}))} (the runs' metrics.json; a work tree may have "
-             "held changes beyond it).", "",
-             "| run | metrics | largest relative difference | metric | CPU | CUDA | wall CPU (s) | wall CUDA (s) |",
+             "held changes beyond it)." + (f" {note}" if note else ""), "",
+             f"| run | metrics | largest relative difference | metric | {A} | {B} | wall {A} (s) | wall {B} (s) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "max_rel_diff" in r:
-            lines.append(f"| {r['run']} | {r['metrics']} | {r['max_rel_diff']:.2e} | {r['worst']} | {r['cpu_value']:.6g} | "
-                         f"{r['cuda_value']:.6g} | {r['cpu_wall_s']:.1f} | {r['cuda_wall_s']:.1f} |")
+            lines.append(f"| {r['run']} | {r['metrics']} | {r['max_rel_diff']:.2e} | {r['worst']} | {r[f'{a}_value']:.6g} | "
+                         f"{r[f'{b}_value']:.6g} | {r[f'{a}_wall_s']:.1f} | {r[f'{b}_wall_s']:.1f} |")
         else:
             err = (r.get("error") or "").strip().splitlines()[-1:] or ["?"]
-            lines.append(f"| {r['run']} | failed (cpu rc {r['cpu_rc']}, cuda rc {r['cuda_rc']}) | | {err[0][:120]} | | | | |")
+            lines.append(f"| {r['run']} | failed ({a} rc {r[f'{a}_rc']}, {b} rc {r[f'{b}_rc']}) | | {err[0][:120]} | | | | |")
     OUT.mkdir(exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
@@ -174,14 +183,18 @@ def main() -> None:
     m.add_argument("--root", type=Path, default=Path("results_parity"))
     m.add_argument("--name", default="device_parity")
     m.add_argument("--scale", default="tiny")
+    m.add_argument("--sides", nargs=2, default=["cpu", "cuda"], metavar=("A", "B"),
+                   help="the two folders under --root to compare (default: cpu cuda); e.g. `before after`, two CPU "
+                        "sweeps of the code before and after a change, each made by `run --device cpu` and renamed")
+    m.add_argument("--note", default="", help="a sentence for the table's header: what the two sides ran")
     a = p.parse_args()
     if a.verb == "commands":
         print("\n".join(commands(a.scale)))
     elif a.verb == "run":
         run_all([ln for ln in a.commands.read_text().splitlines() if ln.strip()], a.device, a.root, a.jobs)
     else:
-        rows, meta = compare(a.root)
-        render(rows, a.name, {"scale": a.scale, **meta})
+        rows, meta = compare(a.root, *a.sides)
+        render(rows, a.name, {"scale": a.scale, **meta}, *a.sides, note=a.note)
 
 
 if __name__ == "__main__":

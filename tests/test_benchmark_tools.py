@@ -36,6 +36,24 @@ def test_device_parity_compares_test_metrics_and_leaves_timings_and_failures_apa
     assert dp.leaves({"a": {"b": [1, 2.5]}, "c": True, "d": "x"}) == {"a.b[0]": 1.0, "a.b[1]": 2.5}
 
 
+def test_device_parity_compares_two_named_trees_and_counts_the_exact_matches(tmp_path, monkeypatch):
+    """`compare --sides before after`: two CPU sweeps of the code before and after a change."""
+    dp = _load("device_parity")
+    monkeypatch.setattr(dp, "OUT", tmp_path / "out")
+    for side in ("before", "after"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "meta.json").write_text(json.dumps({"device": "EPYC", "torch": "x"}))
+    _run(tmp_path, "before", "results/tiny/p/a/d/same/seed0", 0, {"ppl": 40.0})
+    _run(tmp_path, "after", "results/tiny/p/a/d/same/seed0", 0, {"ppl": 40.0})
+    _run(tmp_path, "before", "results/tiny/p/a/d/close/seed0", 0, {"ppl": 40.0})
+    _run(tmp_path, "after", "results/tiny/p/a/d/close/seed0", 0, {"ppl": 40.000001})
+    rows, meta = dp.compare(tmp_path, "before", "after")
+    dp.render(rows, "t", {"scale": "tiny", **meta}, "before", "after", note="A note.")
+    md = (tmp_path / "out" / "t.md").read_text()
+    assert md.startswith("# before vs after") and "| before | after |" in md
+    assert "Same test metrics (largest relative difference <= 0.0001): 2; exactly equal: 1. " in md and "A note." in md
+
+
 def test_seed_curves_read_validation_perplexity_from_a_training_log(tmp_path):
     sc = _load("midx_seed_curves")
     log = tmp_path / "run.log"
