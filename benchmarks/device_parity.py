@@ -140,16 +140,12 @@ def compare(root: Path, a: str = "cpu", b: str = "cuda") -> tuple[list[dict], di
 
 
 def render(rows: list[dict], name: str, meta: dict, a: str = "cpu", b: str = "cuda", note: str = "") -> None:
-    """benchmarks/out/<name>.{json,md}. Sides `cpu` and `cuda` are a device sweep; other names (two trees
-    of one device, e.g. before and after a change) are titled by their names."""
+    """benchmarks/out/<name>.{json,md}, the sides titled by their folder names (cpu, cuda in capitals)."""
     ok = [r for r in rows if "max_rel_diff" in r]
     same = [r for r in ok if r["max_rel_diff"] <= SAME]
-    A, B = a.upper() if a in ("cpu", "cuda") else a, b.upper() if b in ("cpu", "cuda") else b
-    title = (f"# CPU vs CUDA, every run of the DAG at scale {meta['scale']} (CUDA: {meta[b]['device']}; CPU: "
-             f"{meta[a]['device']}, one thread a run; torch {meta[b]['torch']})" if (a, b) == ("cpu", "cuda") else
-             f"# {A} vs {B}, every run of the DAG at scale {meta['scale']} ({A}: {meta[a]['device']}, torch "
-             f"{meta[a]['torch']}; {B}: {meta[b]['device']}, torch {meta[b]['torch']}; one thread a run)")
-    lines = [title, "",
+    A, B = (x.upper() if x in ("cpu", "cuda") else x for x in (a, b))
+    lines = [f"# {A} vs {B}, every run of the DAG at scale {meta['scale']} ({A}: {meta[a]['device']}, torch "
+             f"{meta[a]['torch']}; {B}: {meta[b]['device']}, torch {meta[b]['torch']}; one thread a run)", "",
              f"{len(rows)} runs; both finished: {len(ok)}; failed on a side: {len(rows) - len(ok)}. Same test metrics "
              f"(largest relative difference <= {SAME:g}): {len(same)}; exactly equal: "
              f"{sum(r['max_rel_diff'] == 0.0 for r in ok)}. Code ({B}'s runs): git "

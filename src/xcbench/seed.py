@@ -10,8 +10,9 @@ per draw, and for `multinomial` a device-to-host copy of the probabilities: (B, 
 (B, n) for the exact samplers (Sphere). The cheaper alternative, an inverse CDF on the device from
 uniforms drawn on the CPU, consumes the same stream but not the same classes: torch's CPU kernel sums
 the cumulative distribution in float32 one class after another, a device scan rounds otherwise, and 49
-of 111,510 draws (n up to 5,000) fell into a neighbouring class (measured on the CPU with float64 sums). Ops that cannot take a generator (dropout) use torch's global CPU
-stream, which `seed_global` seeds and checkpoints save/restore; the dropout inside nn.LSTM and
+of 111,510 draws (n up to 5,000) fell into a neighbouring class (measured on the CPU with float64 sums).
+Ops that cannot take a generator (dropout) use torch's global CPU stream, which `seed_global` seeds
+and checkpoints save/restore; the dropout inside nn.LSTM and
 nn.TransformerEncoderLayer is drawn on the device (cuDNN's and the fused kernels' own streams), so
 models with those agree across devices in distribution only.
 """
