@@ -217,6 +217,27 @@ def test_extends_merges_a_variant_onto_its_parent(tmp_path):
         load_experiment(tmp_path / "d.yaml")
 
 
+def test_a_variants_render_layers_unless_it_names_a_renderer(tmp_path):
+    """A variant's `render` without a renderer keeps the parent's layout (its literature list replaces the
+    parent's); one with a renderer is a rendering of its own; a file left without renderer or kind is refused."""
+    parent = {"paper": "p", "artifact": "a", "title": "A", "task": "xmc", "datasets": ["d"], "seeds": [0],
+              "methods": {"m": {"head": "full_softmax"}}, "train": {"epochs": 1},
+              "render": {"kind": "table", "renderer": "metric_table", "column_key": "encoder",
+                         "literature": [{"method": "M", "values": {"d": 1.0}}, {"method": "N", "values": {"d": 2.0}}]}}
+    write_yaml(tmp_path / "a.yaml", parent)
+    variant = {"paper": "p", "artifact": "b", "title": "B", "extends": "a"}
+    write_yaml(tmp_path / "b.yaml", {**variant, "render": {"literature": [{"method": "N", "values": {"d": 2.0}}]}})
+    r = resolve_experiment(load_experiment(tmp_path / "b.yaml"), "paper")["render"]
+    assert r == {"kind": "table", "renderer": "metric_table", "column_key": "encoder",
+                 "literature": [{"method": "N", "values": {"d": 2.0}}]}
+    write_yaml(tmp_path / "b.yaml", {**variant, "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}})
+    assert resolve_experiment(load_experiment(tmp_path / "b.yaml"), "paper")["render"] == \
+        {"kind": "figure", "renderer": "sweep", "y": "ppl"}  # no column_key or literature leaks in
+    write_yaml(tmp_path / "a.yaml", {**parent, "render": {"renderer": "metric_table"}})
+    with pytest.raises(ConfigError, match=r"a\.yaml: render needs `kind`"):
+        load_experiment(tmp_path / "b.yaml")
+
+
 @pytest.mark.parametrize("table", ["table1", "table2", "table3"])
 def test_cascade_tables_differ_from_their_parents_only_in_features_and_text(table):
     d = REPO / "config" / "experiments" / "sparse"

@@ -89,7 +89,9 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     (same folder) and only adds its own title and rendering (its `datasets`, and per-scale ones under
     `scales:`, may narrow the owner's); one with `extends: <artifact>` is
     that artifact's file with this one deep-merged on top (a variant with its own runs); its own
-    `methods` and `render`, when given, replace the parent's instead of merging into them."""
+    `methods`, when given, replace the parent's instead of merging into them, and so does its `render` when it
+    names a `renderer`; a `render` without one layers onto the parent's (`literature: [...]` alone lists other
+    published rows under the parent's table layout)."""
     path = Path(path)
     if path in _seen:
         raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
@@ -106,11 +108,13 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
             raise ConfigError(f"{path}: extends {exp['extends']!r}, but {parent_path} does not exist")
         parent = load_experiment(parent_path, _seen + (path,))
         base = {k: v for k, v in parent.items() if k != "extends"}
-        for key in ("methods", "render"):  # a variant's own runs / rendering replace the parent's
-            if key in exp:
-                base.pop(key, None)
-                for sc in base.get("scales", {}).values():
-                    sc.pop(key, None)
+        replaced = ["methods"] if "methods" in exp else []  # a variant's own runs replace the parent's
+        if "renderer" in exp.get("render", {}):  # so does a rendering of its own; other render keys layer on
+            replaced.append("render")
+        for key in replaced:
+            base.pop(key, None)
+            for sc in base.get("scales", {}).values():
+                sc.pop(key, None)
         exp = _layer(base, exp)
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
@@ -125,6 +129,10 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
             exp["view_notes"] = own_notes
         if only is not None:  # applied after the scale's own `skip` (a view of the runs that scale has)
             exp["view_methods"] = list(only)
+    missing = [k for k in ("renderer", "kind") if k not in exp.get("render", {})]
+    if missing:  # checked on the merged file: a variant may give only the keys it changes (its literature rows)
+        raise ConfigError(f"{path}: render needs {' and '.join(f'`{k}`' for k in missing)} (in this file, or in "
+                          "the file it `extends`); e.g. render: {kind: table, renderer: metric_table}")
     if not _seen:
         exp["source"] = str(path)  # where runs of equal settings are looked up (collect.trainers)
     return exp
