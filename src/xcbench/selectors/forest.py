@@ -69,6 +69,20 @@ def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Ten
     return out
 
 
+def _lowest(prio: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k lowest entries of each row and their columns, ordered by (value, column): what a stable sort's
+    first k columns give, in time linear in the row (the heap is mostly inf: popped or never stepped).
+    The k-th lowest value v comes from topk (its value is exact even where topk's order among ties is
+    not); a row keeps its entries below v and its first k - #below entries equal to v.  (B, k) x2"""
+    k = min(k, prio.shape[1])
+    v = prio.topk(k, dim=1, largest=False).values[:, -1:]                                      # (B, 1)
+    lt, eq = prio < v, prio == v
+    keep = lt | (eq & (torch.cumsum(eq, 1) <= k - lt.sum(1, keepdim=True)))                  # k per row
+    at = torch.nonzero(keep)[:, 1].view(len(prio), k)                                           # by column
+    g, o = prio.gather(1, at).sort(dim=1, stable=True)
+    return g, at.gather(1, o)
+
+
 class Forest:
     """L hashing trees over the unit rows U (C, d), in flat node arrays."""
 
@@ -133,31 +147,40 @@ class Forest:
     def descend(self, x: torch.Tensor, Q: int, start: torch.Tensor | None = None,
                 record: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """The node reached by every (query, walk): the deepest node on the query's path holding >= Q
-        classes.  x (B, d) unit rows, walks from the roots (or from `start` (B, K) nodes) -> (B, L) node
-        ids; with `record`, also each step's untaken sibling (B, L, depth) and the query's distance to
-        that step's boundary |n . x - t| / |n| (inf where the walk did not step)."""
-        cur = (self.roots.unsqueeze(0).expand(len(x), -1) if start is None else start).clone()   # (B, K)
-        sibs, gaps = [], []
-        for _ in range(self.depth):
-            lft = self.left[cur]
-            inner = lft >= 0
-            if not inner.any():
+        classes.  x (B, d) unit rows, walks from the roots (or from `start` (B, K) nodes, -1: no walk, which
+        stays -1) -> (B, K) node ids; with `record`, also each step's untaken sibling (B, K, D) (-1 where
+        the walk did not step) and the query's distance to that step's boundary |n . x - t| / |n| (inf
+        there).  Each level computes only the walks still going (a probe's walk from a deep side ends
+        within a few levels while the deepest leaf lies `depth` levels down)."""
+        cur = (self.roots.unsqueeze(0).expand(len(x), -1) if start is None else start).reshape(-1).clone()  # (B K,)
+        K = len(cur) // max(len(x), 1)
+        act = torch.nonzero(cur >= 0).squeeze(1)                                                # walks going
+        if record:
+            sibs = torch.full((len(cur), max(self.depth, 1)), -1, device=x.device, dtype=cur.dtype)
+            gaps = torch.full((len(cur), max(self.depth, 1)), torch.inf, device=x.device, dtype=x.dtype)
+        D = 0
+        for lvl in range(self.depth):
+            c = cur.index_select(0, act)
+            lft = self.left.index_select(0, c)
+            i = torch.nonzero(lft >= 0).squeeze(1)                                             # inner nodes
+            if not len(i):
                 break
-            proj = (x.unsqueeze(1) * _rows(self.normal, cur)).sum(-1) - self.thr[cur]           # (B, K)
+            act, c, lft = act.index_select(0, i), c.index_select(0, i), lft.index_select(0, i)
+            proj = (x.index_select(0, act // K) * self.normal.index_select(0, c)).sum(-1) - self.thr[c]  # (A,)
             side = proj >= 0
-            child = torch.where(side, lft, self.right[cur])
-            go = inner & (self.size[child.clamp(min=0)] >= Q)
-            if not go.any():
+            child = torch.where(side, lft, self.right.index_select(0, c))
+            i = torch.nonzero(self.size.index_select(0, child) >= Q).squeeze(1)                 # steps taken
+            if not len(i):
                 break
+            act, c, child, side, proj = (t.index_select(0, i) for t in (act, c, child, side, proj))
             if record:
-                sibs.append(torch.where(side, self.right[cur], lft))
-                gaps.append(torch.where(go, proj.abs() / self.nnorm[cur], torch.inf))
-            cur = torch.where(go, child, cur)
+                sibs[act, lvl] = torch.where(side, self.right[c], self.left[c])
+                gaps[act, lvl] = proj.abs() / self.nnorm[c]
+            cur[act], D = child, lvl + 1
+        cur = cur.view(len(x), K)
         if not record:
             return cur, None, None
-        if not sibs:
-            return cur, cur.new_zeros(*cur.shape, 0), x.new_zeros(*cur.shape, 0)
-        return cur, torch.stack(sibs, -1), torch.stack(gaps, -1)
+        return cur, sibs[:, :D].reshape(len(x), K, D), gaps[:, :D].reshape(len(x), K, D)
 
     def probes(self, x: torch.Tensor, Q: int, probe: int) -> torch.Tensor:
         """Best-first walks (not in the paper; the priority search of Annoy and FLANN): after the paper's
@@ -169,12 +192,12 @@ class Forest:
         B, L = node.shape
         side, prio, ends = sib.reshape(B, -1), gap.reshape(B, -1), [node]                       # (B, H) the heap
         for _ in range(probe):
-            g, at = (t[:, :L] for t in prio.sort(dim=1, stable=True))                           # (B, k) lowest; ties: oldest
+            g, at = _lowest(prio, L)                                                            # (B, k) lowest; ties: oldest
             ok = torch.isfinite(g)
             if not ok.any():
                 break
             prio = prio.scatter(1, at, torch.inf)                                               # popped
-            end, s2, g2 = self.descend(x, Q, start=torch.where(ok, side.gather(1, at), self.roots[0]), record=True)
+            end, s2, g2 = self.descend(x, Q, start=torch.where(ok, side.gather(1, at), -1), record=True)
             ends.append(torch.where(ok, end, -1))
             g2 = torch.maximum(g2, g.unsqueeze(-1)).masked_fill(~ok.unsqueeze(-1), torch.inf)  # (B, k, D')
             side, prio = torch.cat([side, s2.reshape(B, -1)], 1), torch.cat([prio, g2.reshape(B, -1)], 1)
@@ -202,8 +225,12 @@ class Forest:
         cand = torch.full((B, max(int(cnt.max()), 1)), self.C, device=x.device)
         cand = cand.index_put_((row, col), self.order[pos]).sort(1).values                       # (B, P)
         cand[:, 1:].masked_fill_(cand[:, 1:] == cand[:, :-1], self.C)                           # each class once
-        self.pooled = (cand < self.C).sum(1)                                                    # (B,) distinct pooled classes
-        score = self._score(x, cand)                                                            # (B, P) cosines
+        real = cand < self.C
+        self.pooled = real.sum(1)                                                               # (B,) distinct pooled classes
+        P = max(int(self.pooled.max()), 1)
+        at = torch.where(real, torch.cumsum(real, 1) - 1, cand.shape[1])                        # packed to the left
+        cand = torch.full((B, cand.shape[1] + 1), self.C, device=x.device).scatter_(1, at, cand)[:, :P]
+        score = self._score(x, cand, self.pooled)                                               # (B, P) cosines
         if norms is not None:
             score = score * norms[cand.clamp(max=self.C - 1)]
         val, at = score.masked_fill(cand == self.C, -torch.inf).topk(min(Q, cand.shape[1]), dim=1)
@@ -211,14 +238,18 @@ class Forest:
         rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(at)
         return rows[keep], cand.gather(1, at)[keep]
 
-    def _score(self, x: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
-        """u_c . x for the (B, P) table of class ids: one (B, C) product when C <= DENSE_RATIO P, else per
-        query its gathered (P, d) rows times x (a batched (P, d) x (d, 1) product ran 2-4x slower here)."""
+    def _score(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
+        """u_c . x for the (B, P) table of class ids whose row b holds cnt[b] ids, then padding (score 0):
+        one (B, C) product when C <= DENSE_RATIO P, else per query its gathered (cnt_b, d) rows times x (a
+        batched (P, d) x (d, 1) product ran 2-4x slower here). The padding is not gathered: on the CPU,
+        index_select of one row repeated (7% of a 20,474-wide table) made the gathers 15x slower."""
         (B, P), C = cand.shape, self.U.shape[0]
-        idx = cand.clamp(max=C - 1)
         if C <= DENSE_RATIO * P:
-            return (x @ self.U.T).gather(1, idx)
-        return torch.stack([self.U.index_select(0, idx[b]) @ x[b] for b in range(B)])        # (B, P)
+            return (x @ self.U.T).gather(1, cand.clamp(max=C - 1))
+        score = x.new_zeros(B, P)
+        for b, k in enumerate(cnt.tolist()):
+            score[b, :k] = self.U.index_select(0, cand[b, :k]) @ x[b]                          # (cnt_b,)
+        return score
 
 
 @SELECTORS.register("hf")
