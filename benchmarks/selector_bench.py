@@ -18,7 +18,8 @@ that quota (the union of the per-example selections with the labels), median of 
 warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each forest is queried
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
 (pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells, and by
-the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py).
+the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py); at 10^6
+also 15, 23 and 31 rounds with `prefilter` 4 (the pool ranked from bfloat16 rows, the 4 q best re-scored exactly).
 The re-rank's floor (`rerank_floor`): P sorted random rows gathered per query and multiplied by it,
 against exact top-k in the same run, the least that any selector re-ranking P pooled classes pays.
 
@@ -88,6 +89,7 @@ NPROBES = (4, 8, 32, 128)
 
 
 PROBES = (7, 15, 31)
+PREFILTER = 4  # at 10^6, also rank the pool from bfloat16 rows and re-score the 4 q best exactly (forest.py)
 
 
 def variants(name: str, n: int, params: dict) -> list[dict]:
@@ -96,6 +98,8 @@ def variants(name: str, n: int, params: dict) -> list[dict]:
     most 10 trees: with more, the walks alone cost more than exact top-k), faiss's nprobe."""
     if name == "hf":
         probes = [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}]
+        if n >= 10 ** 6:  # where the pool is gathered row by row (forest.DENSE_RATIO): the bfloat16 first pass
+            probes += [{"rerank": "inner", "pool": 1, "probe": k, "prefilter": PREFILTER} for k in (15, 23, 31)]
         return ([{"rerank": r, "pool": p, "probe": 0} for p in POOLS(n) for r in ("cosine", "inner")]
                 + (probes if params["trees"] <= 10 else []))
     if name == "faiss_ivf":
@@ -204,8 +208,10 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
         for var in variants(name, n, params):  # one structure, queried several ways
             for k, v in var.items():
                 setattr(sel, k, v)
+            if name == "hf":
+                var = {"prefilter": 0, **var}  # each setting states its own (the selector keeps the last one set)
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
-                                      if not (k == "pool" and v == 1) and not (k == "probe" and v == 0)])
+                                      if not (k == "pool" and v == 1) and not (k in ("probe", "prefilter") and v == 0)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
             prec, mass = scores_of(per_example_mask(sel, name, h, y, q), top, p_neg)
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
@@ -222,6 +228,8 @@ STEP_SELECTORS = {  # one setting per selector family for the training-step comp
     "optimal": ("optimal", {}), "random": ("random", {}), "pca_hash": ("pca_hash", {"bits": 12, "rebuild_every": None}),
     "kmeans": ("kmeans", {"clusters": 1024, "iters": 5, "rebuild_every": None}),
     "hf": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}),
+    "hf_prefilter": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15, "prefilter": 4}),
+    "hf_prefilter_23": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 23, "prefilter": 4}),
     "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
 }
 

@@ -424,6 +424,39 @@ def test_probe_reranks_the_cells_of_best_first_walks(probe, Q, dense, monkeypatc
         assert sorted(cls[rows == b].tolist()) == sorted(want.tolist())
 
 
+@pytest.mark.parametrize("rerank", ["cosine", "inner"])
+def test_prefilter_rescores_the_best_of_a_bfloat16_pass(rerank, monkeypatch):
+    """Brute force, robust to ties: per query, the exactly scored short list holds k Q of the pooled
+    classes (those of the probed walks) and none outside it ranks above it by the bfloat16 rows (times
+    the row norms for `inner`); the Q kept rank first in it by the float32 rows (the first pass: bfloat16 rows times the bfloat16 query). Rows are clusters of
+    near-copies that bfloat16 cannot tell apart (spread 1e-3), so keeping the first pass's order fails.
+    With k Q at least the pool: the exact re-rank's selection."""
+    monkeypatch.setattr(fo, "DENSE_RATIO", 0)
+    W, g = clustered(C=1200, d=24, k=20, noise=1e-3)
+    h = W[:7] + 0.3 * torch.randn(7, W.shape[1], generator=g)
+    Q, k = 3, 2
+    make = lambda pf: SELECTORS.get("hf")(len(W), trees=4, leaf=8, probe=4, rerank=rerank, prefilter=pf)  # noqa: E731
+    sel, exact, wide = make(k), make(0), make(10 ** 6)
+    for s in (sel, exact, wide):
+        s.update(W, torch.Generator().manual_seed(0))
+    f, x = sel.forest, F.normalize(h, dim=1)
+    rows, cls = sel.per_example(h, Q)
+    weight = W.norm(dim=1) if rerank == "inner" else torch.ones(len(W))
+    nodes, flips = f.probes(x, Q, 4), 0
+    for b in range(len(h)):
+        pool = torch.cat([f.order[int(f.start[v]):int(f.start[v]) + int(f.size[v])] for v in nodes[b].tolist() if v >= 0]).unique()
+        short = f.short[b][f.short[b] < len(W)]
+        assert len(pool) > k * Q and len(short) == k * Q and bool(torch.isin(short, pool).all())
+        rough = lambda c: (f.U[c].bfloat16() @ x[b].bfloat16()).float() * weight[c]  # noqa: E731
+        fine = lambda c: (f.U[c] @ x[b]) * weight[c]  # noqa: E731
+        assert rough(short).min() >= rough(pool[~torch.isin(pool, short)]).max()
+        got = cls[rows == b]
+        assert len(got) == Q and fine(got).min() >= fine(short[~torch.isin(short, got)]).max()
+        flips += int(set(short[rough(short).topk(Q).indices].tolist()) != set(got.tolist()))
+    assert flips >= 2  # the second pass decides for some queries (else this test could not tell it from the first)
+    assert all(torch.equal(a, b) for a, b in zip(wide.per_example(h, Q), exact.per_example(h, Q)))
+
+
 def test_probes_raise_precision_on_clustered_data():
     W, g = clustered(C=4000, d=32, k=40, noise=0.3)
     x = F.normalize(W[:64] + 0.2 * torch.randn(64, 32, generator=g), dim=1)

@@ -24,11 +24,17 @@ walk: every untaken side of a step on the query's paths enters a heap with prior
 and each round walks, by the same rule, from the L sides of lowest priority over all trees, pushing the
 sides that those walks leave untaken. The pool is then L (1 + k) cells. The paper's L cells miss most of
 a query's nearest classes at 10^6 (precision 0.22 with 10 trees; its neighbours are split by boundaries
-it passes close to), and the far sides of the nearest boundaries hold them: 0.62 / 0.76 with 7 / 15
-rounds at 0.38 / 0.76 of exact top-k's time (benchmarks/out/selectors.md, which also measures the
-re-rank's floor: 10^4 gathered rows per query cost 0.29 of exact top-k there).
-Each query's pooled classes are a padded row of class ids, de-duplicated by one sort per row, scored by
-its gathered (P, d) rows times x and cut by one top-k per row.
+it passes close to), and the far sides of the nearest boundaries hold them: 0.61 / 0.75 / 0.87 with
+7 / 15 / 31 rounds (benchmarks/out/selectors.md, which also measures the re-rank's floor: every pooled
+class is a row gathered for one query, 10^4 of them per query cost 0.27 of exact top-k there).
+
+`prefilter` k > 0 (not in the paper) scores the pool from a bfloat16 copy of the rows (half the bytes
+gathered; bfloat16 products) and re-scores only the k Q best of it from the float32 rows. With k = 4 at
+10^6 the selections' precision is the exact re-rank's to 3 digits at 15 and 31 rounds, at 0.75 / 0.82 of
+its time; 23 rounds reach 0.82 at 0.44 of exact top-k's time (0.75 at 0.30 with 15), and a training step
+with 15 rounds is 1.4x faster than with the exact re-rank (benchmarks/out/hf_prefilter.md).
+Each query's pooled classes are a row of class ids, de-duplicated by one sort per row and packed to the
+left (padding last), scored by its gathered (P, d) rows times x and cut by one top-k per row.
 
 All L trees live in flat arrays and grow together, one level at a time; the descent runs for every
 (example, tree) pair at once, one tensor operation per level. For C <= GRAM_MAX the projections
@@ -90,7 +96,7 @@ class Forest:
         """Grow all L trees level by level at once: their cells are disjoint segments of one (L C,)
         order array (tree l's classes start at l C), so each level is a few tensor operations."""
         C, d, dev = U.shape[0], U.shape[1], U.device
-        self.U, self.C = U, C
+        self.U, self.C, self.Ub = U, C, None  # Ub: U in bfloat16, made by the first query that prefilters
         G = U @ U.T if C <= GRAM_MAX else None                                                  # (C, C) for small C
         order = torch.arange(C, device=dev).repeat(trees)                                       # (L C,)
         start = torch.arange(trees, device=dev) * C
@@ -204,15 +210,17 @@ class Forest:
         return torch.cat(ends, 1)
 
     def query(self, x: torch.Tensor, Q: int, norms: torch.Tensor | None = None,
-              pool: int = 1, probe: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+              pool: int = 1, probe: int = 0, prefilter: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Per query the Q pooled classes of highest cosine (with `norms`, of highest response
         |w_c| cos = w_c . x / |x|) among the cells reached by walks that stop at pool x Q classes
-        (and, with `probe`, by the multi-probe walks): flat (query row, class id) pairs, by row."""
+        (and, with `probe`, by the multi-probe walks): flat (query row, class id) pairs, by row.
+        `prefilter` k > 0 scores the pooled classes from a bfloat16 copy of the rows first and only the
+        k Q best of them exactly (where the pool is gathered rather than read off one product)."""
         node = self.probes(x, pool * Q, probe) if probe else self.descend(x, pool * Q)[0]     # (B, L (1 + probe))
-        return self._pool(x, node, Q, norms)
+        return self._pool(x, node, Q, norms, prefilter)
 
     def _pool(self, x: torch.Tensor, node: torch.Tensor, Q: int,
-              norms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              norms: torch.Tensor | None = None, prefilter: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """The Q best of each query's pooled cells (nodes (B, K), -1: none), as a padded (B, P) table of
         class ids (C: empty), each class once per row: one sort and one top-k per row, no global sort."""
         B, K = node.shape
@@ -230,7 +238,18 @@ class Forest:
         P = max(int(self.pooled.max()), 1)
         at = torch.where(real, torch.cumsum(real, 1) - 1, cand.shape[1])                        # packed to the left
         cand = torch.full((B, cand.shape[1] + 1), self.C, device=x.device).scatter_(1, at, cand)[:, :P]
-        score = self._score(x, cand, self.pooled)                                               # (B, P) cosines
+        cnt = self.pooled
+        if prefilter and not self._dense(P) and prefilter * Q < P:  # a cheap first pass, then the short list
+            if self.Ub is None:
+                self.Ub = self.U.bfloat16()                                                     # (C, d), half the bytes
+            rough = self._score(x, cand, cnt, self.Ub)                                          # (B, P)
+            if norms is not None:
+                rough = rough * norms[cand.clamp(max=self.C - 1)]
+            val, at = rough.masked_fill(cand == self.C, -torch.inf).topk(prefilter * Q, dim=1)
+            cand = torch.where(torch.isfinite(val), cand.gather(1, at), self.C).sort(1).values  # (B, k Q), padding last
+            cnt = (cand < self.C).sum(1)
+        self.short = cand                                                                       # the exactly scored ids
+        score = self._score(x, cand, cnt)                                                       # (B, P) cosines
         if norms is not None:
             score = score * norms[cand.clamp(max=self.C - 1)]
         val, at = score.masked_fill(cand == self.C, -torch.inf).topk(min(Q, cand.shape[1]), dim=1)
@@ -238,24 +257,30 @@ class Forest:
         rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(at)
         return rows[keep], cand.gather(1, at)[keep]
 
-    def _score(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
+    def _dense(self, P: int) -> bool:
+        """Score a (B, P) pool by one (B, C) product rather than by gathered rows."""
+        return self.C <= DENSE_RATIO * P
+
+    def _score(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor,
+               rows: torch.Tensor | None = None) -> torch.Tensor:
         """u_c . x for the (B, P) table of class ids whose row b holds cnt[b] ids, then padding (score 0):
         one (B, C) product when C <= DENSE_RATIO P, else per query its gathered (cnt_b, d) rows times x (a
-        batched (P, d) x (d, 1) product ran 2-4x slower here). The padding is not gathered: on the CPU,
+        batched (P, d) x (d, 1) product ran 2-4x slower here); `rows` in bfloat16 (a first pass) give
+        bfloat16 products, 2x faster than float32 rows at 12,500 rows per query. The padding is not gathered: on the CPU,
         index_select of one row repeated (7% of a 20,474-wide table) made the gathers 15x slower."""
-        (B, P), C = cand.shape, self.U.shape[0]
-        if C <= DENSE_RATIO * P:
+        (B, P), C, rows = cand.shape, self.C, self.U if rows is None else rows
+        if self._dense(P):
             return (x @ self.U.T).gather(1, cand.clamp(max=C - 1))
         score = x.new_zeros(B, P)
         for b, k in enumerate(cnt.tolist()):
-            score[b, :k] = self.U.index_select(0, cand[b, :k]) @ x[b]                          # (cnt_b,)
+            score[b, :k] = rows.index_select(0, cand[b, :k]) @ x[b].to(rows.dtype)             # (cnt_b,)
         return score
 
 
 @SELECTORS.register("hf")
 class HashingForest(IndexedSelector):
     def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100,
-                 rerank: str = "cosine", pool: int = 1, probe: int = 0) -> None:
+                 rerank: str = "cosine", pool: int = 1, probe: int = 0, prefilter: int = 0) -> None:
         super().__init__(n_classes, rebuild_every)
         if rerank not in RERANK:
             raise ValueError(f"hf: rerank must be one of {RERANK}, got {rerank!r}")
@@ -263,7 +288,10 @@ class HashingForest(IndexedSelector):
             raise ValueError(f"hf: pool must be an integer >= 1 (1: the paper's walk), got {pool!r}")
         if int(probe) != probe or probe < 0:
             raise ValueError(f"hf: probe must be an integer >= 0 (0: the paper's walk alone), got {probe!r}")
+        if int(prefilter) != prefilter or prefilter < 0:
+            raise ValueError(f"hf: prefilter must be an integer >= 0 (0: score every pooled class exactly), got {prefilter!r}")
         self.trees, self.leaf, self.rerank, self.pool, self.probe = trees, leaf, rerank, int(pool), int(probe)
+        self.prefilter = int(prefilter)
         self.forest: Forest | None = None
         self.norms: torch.Tensor | None = None
 
@@ -274,7 +302,7 @@ class HashingForest(IndexedSelector):
     def per_example(self, h: torch.Tensor, q: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(query row, class) pairs of each example's q selected classes."""
         return self.forest.query(F.normalize(h.float(), dim=1), q, self.norms if self.rerank == "inner" else None,
-                                 self.pool, self.probe)
+                                 self.pool, self.probe, self.prefilter)
 
     def candidates(self, h, y, q, gen):
         return self.per_example(h, q)[1]

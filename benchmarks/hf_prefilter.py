@@ -1,0 +1,106 @@
+"""The hashing forest's bfloat16 first pass (`prefilter`, selectors/forest.py) at n = 10^6: selection and
+one selective-softmax training step, with and without it, beside the full softmax step, in one run.
+
+selector_bench.py measures every selector once, in sequence; its step timings at 10^6 moved by 25% between
+two runs on this machine. Here one head holds one forest (10 trees, leaf 64, response re-rank) and the
+settings take turns: each round times, for every (probe, prefilter) setting, the batch's selection
+(`select`) and one step (loss, backward, lazy Adam) `--repeats` times, and the full softmax step; the
+table gives the medians over all rounds. Data: selector_bench's cluster mixture and queries (B = 256,
+d = 256, M = 1%). Precision is not measured here (selector_bench: the first pass leaves it unchanged).
+
+    python benchmarks/hf_prefilter.py            # about 4 minutes on 2 cores
+Writes benchmarks/out/hf_prefilter.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from selector_bench import mixture
+
+OUT = Path(__file__).resolve().parent / "out"
+SETTINGS = ((15, 0), (15, 4), (23, 0), (23, 4))  # (probe rounds, prefilter k)
+
+
+def main() -> None:
+    from xcbench.heads.full_softmax import FullSoftmax
+    from xcbench.heads.selective_softmax import SelectiveSoftmax
+    from xcbench.optim.lazy_adam import LazyAdam
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=10 ** 6)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    n, d, B = a.n, 256, 256
+    g = torch.Generator().manual_seed(0)
+    W = mixture(n, d, g)
+    y = torch.randint(n, (B,), generator=g)
+    h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
+    params = {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}
+    heads = {"hf": SelectiveSoftmax(d, n, torch.Generator().manual_seed(1), selector="hf", selector_params=params, M=n // 100),
+             "full": FullSoftmax(d, n, torch.Generator().manual_seed(1))}
+    opts = {}
+    for key, head in heads.items():
+        with torch.no_grad():
+            head.W.copy_(W)
+        t0 = time.perf_counter()
+        head.on_epoch_start(0, torch.Generator().manual_seed(2))
+        print(f"{key}: index built in {time.perf_counter() - t0:.1f} s", flush=True)
+        opts[key] = LazyAdam(head.parameters(), lr=1e-3)
+    gen, sel = torch.Generator().manual_seed(3), heads["hf"].selector
+
+    def step(key):
+        loss = heads[key].loss(h, y, None, gen)
+        opts[key].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[key].step()
+
+    def times(fn) -> list[float]:
+        fn()  # warm-up (the first prefiltering query also makes the bfloat16 copy)
+        out = []
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    got = {s: {"select": [], "step": []} for s in SETTINGS}
+    full = []
+    for r in range(a.rounds):
+        for s in SETTINGS:
+            sel.probe, sel.prefilter = s
+            got[s]["select"] += times(lambda: sel.select(h, y, n // 100, gen))
+            got[s]["step"] += times(lambda: step("hf"))
+            print(f"round {r} probe {s[0]} prefilter {s[1]}: select {statistics.median(got[s]['select'][-a.repeats:]):.3f} s, "
+                  f"step {statistics.median(got[s]['step'][-a.repeats:]):.3f} s", flush=True)
+        full += times(lambda: step("full"))
+        print(f"round {r} full softmax step {statistics.median(full[-a.repeats:]):.3f} s", flush=True)
+    f = statistics.median(full)
+    rows = [{"probe": s[0], "prefilter": s[1], "select_s": statistics.median(v["select"]), "step_s": statistics.median(v["step"]),
+             "select_all": v["select"], "step_all": v["step"]} for s, v in got.items()]
+    meta = {"n": n, "d": d, "B": B, "M": n // 100, "threads": torch.get_num_threads(), "machine": platform.machine(),
+            "rounds": a.rounds, "repeats": a.repeats, "full_step_s": f, "full_all": full}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "hf_prefilter.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    lines = [f"# HF's bfloat16 first pass at n = {n:,} ({meta['threads']} CPU threads, {meta['machine']}; "
+             "benchmarks/hf_prefilter.py)", "",
+             f"One forest (10 trees, leaf 64, response re-rank), B = {B}, d = {d}, M = {n // 100:,}; settings in turn, "
+             f"{a.rounds} rounds of {a.repeats} timings each, medians. Full softmax step: {f:.3f} s.", "",
+             "| probe rounds | prefilter | selection (s) | step (s) | step speed-up vs full |", "|---|---|---|---|---|"]
+    lines += [f"| {r['probe']} | {r['prefilter'] or '- (exact re-rank)'} | {r['select_s']:.3f} | {r['step_s']:.3f} | "
+              f"{f / r['step_s']:.1f}x |" for r in rows]
+    (OUT / "hf_prefilter.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
