@@ -52,7 +52,6 @@ from xcbench.registry import SELECTORS
 from xcbench.selectors.base import IndexedSelector
 from xcbench.selectors.segments import ranges as _ranges
 from xcbench.selectors.segments import rowdot as _rowdot
-from xcbench.selectors.segments import rows as _rows
 
 RERANK = ("cosine", "inner")  # the text's cosine, or the response w . x that Optimal ranks by
 GRAM_MAX = 16384  # up to this many classes the build reads projections from the Gram matrix U U^T

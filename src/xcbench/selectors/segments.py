@@ -1,5 +1,5 @@
-"""Flat-array helpers of the hashing forest (selectors/forest.py): gathered row dot products, row
-gathers of any index shape, and the elements of contiguous segments."""
+"""Flat-array helpers of the hashing forest (selectors/forest.py): gathered row dot products and the
+elements of contiguous segments."""
 
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ def rowdot(A: torch.Tensor, ia: torch.Tensor, B: torch.Tensor, ib: torch.Tensor)
     return torch.cat([(A.index_select(0, ia[s:s + CHUNK]) * B.index_select(0, ib[s:s + CHUNK])).sum(1)
                       for s in range(0, len(ia), CHUNK)]) \
         if len(ia) else torch.zeros(0, device=A.device, dtype=A.dtype)
-
-
-def rows(A: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """A[idx] for an index tensor of any shape, by index_select.  idx.shape + A.shape[1:]"""
-    return A.index_select(0, idx.reshape(-1)).reshape(*idx.shape, *A.shape[1:])
 
 
 def ranges(start: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
