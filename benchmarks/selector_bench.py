@@ -20,6 +20,8 @@ with both re-rankings of the pooled classes (the text's cosine and the response 
 (pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells, and by
 the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py); at 10^6
 also 15, 23 and 31 rounds with `prefilter` 4 (the pool ranked from bfloat16 rows, the 4 q best re-scored exactly).
+Library indexes where installed: faiss IVF at several nprobe; Annoy (10 trees; the public HF code's
+angular metric and Annoy's dot) searching 1, 4, 16 and 64 times its default search_k (trees x q nodes).
 The re-rank's floor (`rerank_floor`): P sorted random rows gathered per query and multiplied by it,
 against exact top-k in the same run, the least that any selector re-ranking P pooled classes pays.
 
@@ -72,6 +74,14 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(ts), out
 
 
+def has_annoy() -> bool:
+    try:
+        import annoy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def has_faiss() -> bool:
     try:
         import faiss  # noqa: F401
@@ -92,7 +102,10 @@ PROBES = (7, 15, 31)
 PREFILTER = 4  # at 10^6, also rank the pool from bfloat16 rows and re-score the 4 q best exactly (forest.py)
 
 
-def variants(name: str, n: int, params: dict) -> list[dict]:
+ANNOY_SEARCH = (1, 4, 16, 64)  # Annoy's search_k in multiples of its default, trees x q nodes
+
+
+def variants(name: str, n: int, params: dict, q: int) -> list[dict]:
     """Query-time settings tried on one built structure: HF's re-rankings, pools and best-first probes
     (probe rounds of L walks each, ranked by response, also by the text's cosine at 15; forests of at
     most 10 trees: with more, the walks alone cost more than exact top-k), faiss's nprobe."""
@@ -104,6 +117,8 @@ def variants(name: str, n: int, params: dict) -> list[dict]:
                 + (probes if params["trees"] <= 10 else []))
     if name == "faiss_ivf":
         return [{"nprobe": p} for p in NPROBES]
+    if name == "annoy":
+        return [{"search_k": s * params["trees"] * q} for s in ANNOY_SEARCH]
     return [{}]
 
 
@@ -113,6 +128,8 @@ def configs(n: int) -> list[tuple[str, str, dict]]:
     out += [("kmeans 1024", "kmeans", {"clusters": 1024, "iters": 5})]
     if has_faiss():  # the library index a practitioner would use (the `ann` extra)
         out += [("faiss_ivf nlist=1024", "faiss_ivf", {"nlist": 1024})]  # one index, searched at every NPROBES
+    if has_annoy():  # the public HF code's index (the `annoy` extra): its angular metric, and Annoy's dot
+        out += [(f"annoy trees=10 {m}", "annoy", {"trees": 10, "metric": m}) for m in ("angular", "dot")]
     if n >= 10 ** 6:  # a build grows every tree over all n rows (a minute per 5 trees, one thread): fewer settings
         return out + [(f"hf L={L} leaf=64", "hf", {"trees": L, "leaf": 64}) for L in (5, 10)]
     for L in (5, 10, 20, 50):
@@ -128,7 +145,7 @@ def per_example_mask(sel, name: str, h: torch.Tensor, y: torch.Tensor, q: int) -
         mask[rows, cls] = True
     elif name in ("pca_hash", "kmeans"):  # the label's whole group
         mask = sel.keys.unsqueeze(0) == sel.keys[y].unsqueeze(1)
-    elif name in ("optimal", "faiss_ivf"):  # its own (approximate) top-q by response
+    elif name in ("optimal", "faiss_ivf", "annoy"):  # its own (approximate) top-q (annoy: by its metric)
         mask.scatter_(1, sel.candidates(h, y, q, None), True)
     else:
         mask.scatter_(1, torch.randint(sel.n_classes, (len(h), q), generator=torch.Generator().manual_seed(4)).to(h.device), True)
@@ -195,8 +212,8 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
     q, M = q + 1, (q + 1) * B  # each example selects q + 1 classes: room for its label and its q hardest negatives
     rows = []
     for label, name, params in configs(n):
-        if name == "faiss_ivf" and DEV.type != "cpu":
-            continue  # faiss-cpu's index searches host arrays: not a GPU selector
+        if name in ("faiss_ivf", "annoy") and DEV.type != "cpu":
+            continue  # faiss-cpu's and Annoy's indexes search host arrays: not GPU selectors
         sel = SELECTORS.get(name)(n, **params).to(DEV)
         sel.bind(W)
         sync()
@@ -205,7 +222,7 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
             sel.update(W, torch.Generator().manual_seed(2))
         sync()
         build = time.perf_counter() - t0
-        for var in variants(name, n, params):  # one structure, queried several ways
+        for var in variants(name, n, params, q):  # one structure, queried several ways
             for k, v in var.items():
                 setattr(sel, k, v)
             if name == "hf":
@@ -231,6 +248,7 @@ STEP_SELECTORS = {  # one setting per selector family for the training-step comp
     "hf_prefilter": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15, "prefilter": 4}),
     "hf_prefilter_23": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 23, "prefilter": 4}),
     "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
+    "annoy": ("annoy", {"trees": 10, "metric": "dot", "search_k": 16 * 10 * 41, "rebuild_every": None}),  # 16x default at 10^6
 }
 
 
@@ -249,7 +267,8 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     out = {"n": n, "d": d, "B": B, "M": n // 100}
     heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
     for key, (sel, params) in STEP_SELECTORS.items():
-        if sel != "faiss_ivf" or (has_faiss() and DEV.type == "cpu"):
+        library = {"faiss_ivf": has_faiss, "annoy": has_annoy}.get(sel)
+        if library is None or (library() and DEV.type == "cpu"):
             heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
                 d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)
     for key, make in heads.items():

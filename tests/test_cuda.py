@@ -64,7 +64,7 @@ def test_cuda_draws_lie_on_cuda_match_their_log_prob_and_are_the_cpus(name):
     assert (ids.cpu() == ids_cpu).float().mean() >= 0.99, name
 
 
-@pytest.mark.parametrize("name", [n for n in SELECTORS.names() if n not in ("faiss_ivf",)])
+@pytest.mark.parametrize("name", [n for n in SELECTORS.names() if getattr(SELECTORS.get(n), "requires", None) is None])
 def test_selectors_choose_the_same_classes_on_cuda(name):
     """Same class table, queries and CPU generators: the same selected set (trees split on projections
     that CUDA rounds otherwise may move a class on a tie; none occur on these random rows)."""

@@ -46,6 +46,7 @@ REFERENCES = {  # name: (constructor params for this problem, judge of the share
     "kmeans": ({"clusters": 60}, lambda ov, k, C: ov >= 0.8),    # one k-means cluster per planted one
     "pca_hash": ({}, lambda ov, k, C: ov >= 0.5),
     "faiss_ivf": ({"nprobe": 4}, lambda ov, k, C: ov >= 0.8),     # an ANN of the response, like optimal
+    "annoy": ({"trees": 10}, lambda ov, k, C: ov >= 0.8),         # an ANN of the cosine, like hf
 }
 
 
@@ -53,6 +54,29 @@ def _selector_available(name):
     req = getattr(SELECTORS.get(name), "requires", None)
     if req:
         pytest.importorskip(req, reason=f"selector {name} needs the optional {req}")
+
+
+@pytest.mark.parametrize("metric", ["angular", "dot"])
+def test_annoy_searched_exhaustively_is_exact(metric):
+    """With search_k at least the forest's nodes, Annoy visits every leaf: each example's q classes are
+    the exact top-q by cosine (angular) or by the response w . h (dot); the default search finds fewer."""
+    pytest.importorskip("annoy", reason="selector annoy needs the optional annoy")
+    W, g = clustered(C=500, d=12, noise=0.5)
+    W = W * (0.5 + torch.rand(len(W), 1, generator=g))                                  # norms differ: the two orders differ
+    h, y = torch.randn(9, 12, generator=g), torch.zeros(9, dtype=torch.long)
+    q = 7
+    score = F.normalize(W, dim=1) @ h.T if metric == "angular" else W @ h.T              # (C, B)
+    want = score.topk(q, dim=0).indices.T                                                 # (B, q)
+    sel = SELECTORS.get("annoy")(len(W), trees=4, metric=metric, search_k=10 ** 6)
+    sel.update(W, torch.Generator().manual_seed(0))
+    got = sel.candidates(h, y, q, None)
+    assert all(set(a.tolist()) == set(b.tolist()) for a, b in zip(got, want))
+    assert (F.normalize(W, dim=1) @ h.T).topk(q, dim=0).indices.T.tolist() != (W @ h.T).topk(q, dim=0).indices.T.tolist()
+    again = SELECTORS.get("annoy")(len(W), trees=4, metric=metric, search_k=10)
+    again.update(W, torch.Generator().manual_seed(0))
+    twice = SELECTORS.get("annoy")(len(W), trees=4, metric=metric, search_k=10)
+    twice.update(W, torch.Generator().manual_seed(0))
+    assert torch.equal(again.candidates(h, y, q, None), twice.candidates(h, y, q, None))   # same seed, same trees
 
 
 @pytest.mark.parametrize("name", SELECTORS.names())

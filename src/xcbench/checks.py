@@ -94,7 +94,7 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
     return errs
 
 
-EXTRAS = {"faiss": "ann"}  # optional library -> the package extra that installs it
+EXTRAS = {"faiss": "ann", "annoy": "annoy"}  # optional library -> the package extra that installs it
 
 
 def unavailable(methods: dict[str, dict]) -> dict[str, str]:

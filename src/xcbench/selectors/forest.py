@@ -26,12 +26,12 @@ sides that those walks leave untaken. The pool is then L (1 + k) cells. The pape
 a query's nearest classes at 10^6 (precision 0.22 with 10 trees; its neighbours are split by boundaries
 it passes close to), and the far sides of the nearest boundaries hold them: 0.61 / 0.75 / 0.87 with
 7 / 15 / 31 rounds (benchmarks/out/selectors.md, which also measures the re-rank's floor: every pooled
-class is a row gathered for one query, 10^4 of them per query cost 0.27 of exact top-k there).
+class is a row gathered for one query, 10^4 of them per query cost 0.21 of exact top-k there).
 
 `prefilter` k > 0 (not in the paper) scores the pool from a bfloat16 copy of the rows (half the bytes
 gathered; bfloat16 products) and re-scores only the k Q best of it from the float32 rows. With k = 4 at
-10^6 the selections' precision is the exact re-rank's to 3 digits at 15 and 31 rounds, at 0.75 / 0.82 of
-its time; 23 rounds reach 0.82 at 0.44 of exact top-k's time (0.75 at 0.30 with 15), and a training step
+10^6 the selections' precision is the exact re-rank's to 3 digits at 15 and 31 rounds, at 0.75 / 0.71 of
+its time; 23 rounds reach 0.82 at 0.43 of exact top-k's time (0.75 at 0.28 with 15), and a training step
 with 15 rounds is 1.4x faster than with the exact re-rank (benchmarks/out/hf_prefilter.md).
 Each query's pooled classes are a row of class ids, de-duplicated by one sort per row and packed to the
 left (padding last), scored by its gathered (P, d) rows times x and cut by one top-k per row.
