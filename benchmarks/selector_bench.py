@@ -37,6 +37,7 @@ CPU from the same seeds whatever the device, then moved to it; times on CUDA wai
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import platform
@@ -74,20 +75,9 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(ts), out
 
 
-def has_annoy() -> bool:
-    try:
-        import annoy  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def has_faiss() -> bool:
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def has(module: str) -> bool:
+    """Whether an optional library (faiss, annoy) is installed."""
+    return importlib.util.find_spec(module) is not None
 
 
 def POOLS(n: int) -> tuple[int, ...]:
@@ -126,9 +116,9 @@ def configs(n: int) -> list[tuple[str, str, dict]]:
     out = [("optimal", "optimal", {}), ("random", "random", {})]
     out += [(f"pca_hash bits={b}", "pca_hash", {"bits": b}) for b in (8, 12, 16)]
     out += [("kmeans 1024", "kmeans", {"clusters": 1024, "iters": 5})]
-    if has_faiss():  # the library index a practitioner would use (the `ann` extra)
+    if has("faiss"):  # the library index a practitioner would use (the `ann` extra)
         out += [("faiss_ivf nlist=1024", "faiss_ivf", {"nlist": 1024})]  # one index, searched at every NPROBES
-    if has_annoy():  # the public HF code's index (the `annoy` extra): its angular metric, and Annoy's dot
+    if has("annoy"):  # the public HF code's index (the `annoy` extra): its angular metric, and Annoy's dot
         out += [(f"annoy trees=10 {m}", "annoy", {"trees": 10, "metric": m}) for m in ("angular", "dot")]
     if n >= 10 ** 6:  # a build grows every tree over all n rows (a minute per 5 trees, one thread): fewer settings
         return out + [(f"hf L={L} leaf=64", "hf", {"trees": L, "leaf": 64}) for L in (5, 10)]
@@ -267,8 +257,8 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     out = {"n": n, "d": d, "B": B, "M": n // 100}
     heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
     for key, (sel, params) in STEP_SELECTORS.items():
-        library = {"faiss_ivf": has_faiss, "annoy": has_annoy}.get(sel)
-        if library is None or (library() and DEV.type == "cpu"):
+        library = {"faiss_ivf": "faiss", "annoy": "annoy"}.get(sel)
+        if library is None or (has(library) and DEV.type == "cpu"):
             heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
                 d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)
     for key, make in heads.items():
@@ -324,7 +314,7 @@ def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -
     """xcbench.kmeans (Lloyd in torch) against faiss.Kmeans on the mixture: K centroids fitted on a
     sample of `fit` rows (None: all n) for `iters` iterations from the same initial rows, then every
     row assigned; wall seconds and the mean squared distance to the assigned centroid."""
-    if not has_faiss() or DEV.type != "cpu":
+    if not has("faiss") or DEV.type != "cpu":
         return []
     import faiss
     import numpy as np

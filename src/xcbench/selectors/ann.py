@@ -19,6 +19,8 @@ from source at install; 20 s here); without it, as faiss_ivf.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import torch
 
@@ -28,20 +30,12 @@ from xcbench.selectors.base import IndexedSelector
 POINTS_PER_CELL = 39  # faiss warns below this many training points per k-means cell
 
 
-def require_faiss():
+def require(module: str, selector: str, install: str):
+    """The optional library a selector needs, or an ImportError that says how to install it."""
     try:
-        import faiss
+        return importlib.import_module(module)
     except ImportError:
-        raise ImportError("selector faiss_ivf needs faiss: pip install -e \".[ann]\" (faiss-cpu)") from None
-    return faiss
-
-
-def require_annoy():
-    try:
-        import annoy
-    except ImportError:
-        raise ImportError("selector annoy needs annoy: pip install -e \".[annoy]\"") from None
-    return annoy
+        raise ImportError(f"selector {selector} needs {module}: {install}") from None
 
 
 @SELECTORS.register("faiss_ivf")
@@ -58,7 +52,7 @@ class FaissIVF(IndexedSelector):
         self.index = None
 
     def build(self, E, gen):
-        faiss = require_faiss()
+        faiss = require("faiss", "faiss_ivf", 'pip install -e ".[ann]" (faiss-cpu)')
         X = np.ascontiguousarray(E.detach().float().cpu().numpy())                          # (C, d)
         nlist = max(1, min(self.nlist, len(X) // POINTS_PER_CELL))
         quantizer = faiss.IndexFlatIP(X.shape[1])
@@ -93,7 +87,7 @@ class Annoy(IndexedSelector):
         self.index = None
 
     def build(self, E, gen):
-        annoy = require_annoy()
+        annoy = require("annoy", "annoy", 'pip install -e ".[annoy]"')
         X = E.detach().float().cpu().numpy()                                                   # (C, d)
         index = annoy.AnnoyIndex(X.shape[1], self.metric)
         index.set_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item()))
