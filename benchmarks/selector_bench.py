@@ -202,8 +202,8 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
     q, M = q + 1, (q + 1) * B  # each example selects q + 1 classes: room for its label and its q hardest negatives
     rows = []
     for label, name, params in configs(n):
-        if name in ("faiss_ivf", "annoy") and DEV.type != "cpu":
-            continue  # faiss-cpu's and Annoy's indexes search host arrays: not GPU selectors
+        if SELECTORS.get(name).requires and DEV.type != "cpu":
+            continue  # the library indexes (faiss-cpu, Annoy) search host arrays: not GPU selectors
         sel = SELECTORS.get(name)(n, **params).to(DEV)
         sel.bind(W)
         sync()
@@ -248,6 +248,7 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     from xcbench.heads.full_softmax import FullSoftmax
     from xcbench.heads.selective_softmax import SelectiveSoftmax
     from xcbench.optim.lazy_adam import LazyAdam
+    from xcbench.registry import SELECTORS
 
     g = torch.Generator().manual_seed(0)
     W = mixture(n, d, g)
@@ -257,7 +258,7 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     out = {"n": n, "d": d, "B": B, "M": n // 100}
     heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
     for key, (sel, params) in STEP_SELECTORS.items():
-        library = {"faiss_ivf": "faiss", "annoy": "annoy"}.get(sel)
+        library = SELECTORS.get(sel).requires
         if library is None or (has(library) and DEV.type == "cpu"):
             heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
                 d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)

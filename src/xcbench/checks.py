@@ -94,9 +94,6 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
     return errs
 
 
-EXTRAS = {"faiss": "ann", "annoy": "annoy"}  # optional library -> the package extra that installs it
-
-
 def unavailable(methods: dict[str, dict]) -> dict[str, str]:
     """{method: why it cannot run here} for methods whose head, sampler or selector `requires` an
     optional library that is not installed (e.g. faiss_ivf without the `ann` extra)."""
@@ -108,7 +105,7 @@ def unavailable(methods: dict[str, dict]) -> dict[str, str]:
         for cls in classes:
             lib = getattr(cls, "requires", None)
             if lib and importlib.util.find_spec(lib) is None:
-                out[m] = f"needs {lib}: pip install -e \".[{EXTRAS.get(lib, lib)}]\""
+                out[m] = f"needs {lib}: pip install -e \".[{getattr(cls, 'extra', None) or lib}]\""
     return out
 
 

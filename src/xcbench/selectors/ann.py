@@ -19,8 +19,6 @@ from source at install; 20 s here); without it, as faiss_ivf.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import torch
 
@@ -30,21 +28,13 @@ from xcbench.selectors.base import IndexedSelector
 POINTS_PER_CELL = 39  # faiss warns below this many training points per k-means cell
 
 
-def require(module: str, selector: str, install: str):
-    """The optional library a selector needs, or an ImportError that says how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f"selector {selector} needs {module}: {install}") from None
-
-
 @SELECTORS.register("faiss_ivf")
 class FaissIVF(IndexedSelector):
     """faiss IVFFlat over the class rows, inner product: per example the q best of the nprobe nearest cells
     (0.999 of exact top-k at 1/52 of its time with nprobe 4 on the clustered mixture at 10^6 classes; 0.58 at
     1/8 and 0.87 at 0.63 of it with nprobe 32 and 128 on trained 87K-class face embeddings,
     benchmarks/out/selectors{,_trained}.md)."""
-    requires = "faiss"
+    requires, extra = "faiss", "ann"  # faiss-cpu
 
     def __init__(self, n_classes: int, nlist: int = 1024, nprobe: int = 8, rebuild_every: int | None = 100) -> None:
         super().__init__(n_classes, rebuild_every)
@@ -52,7 +42,7 @@ class FaissIVF(IndexedSelector):
         self.index = None
 
     def build(self, E, gen):
-        faiss = require("faiss", "faiss_ivf", 'pip install -e ".[ann]" (faiss-cpu)')
+        faiss = self.library()
         X = np.ascontiguousarray(E.detach().float().cpu().numpy())                          # (C, d)
         nlist = max(1, min(self.nlist, len(X) // POINTS_PER_CELL))
         quantizer = faiss.IndexFlatIP(X.shape[1])
@@ -75,7 +65,7 @@ class Annoy(IndexedSelector):
     nearest classes by its angular metric (or `dot`, the response), searching search_k nodes (10 trees, dot:
     0.79 of exact top-k at 1/4 of its time with 16x the default search_k on the mixture at 10^6 classes;
     angular at most 0.70, benchmarks/out/selectors.md)."""
-    requires = "annoy"
+    requires, extra = "annoy", "annoy"
     METRICS = ("angular", "dot")
 
     def __init__(self, n_classes: int, trees: int = 50, metric: str = "angular", search_k: int = -1,
@@ -87,7 +77,7 @@ class Annoy(IndexedSelector):
         self.index = None
 
     def build(self, E, gen):
-        annoy = require("annoy", "annoy", 'pip install -e ".[annoy]"')
+        annoy = self.library()
         X = E.detach().float().cpu().numpy()                                                   # (C, d)
         index = annoy.AnnoyIndex(X.shape[1], self.metric)
         index.set_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=gen, device=gen.device).item()))

@@ -18,6 +18,7 @@ run rebuilds exactly the same structure (the snapshot costs one (C, d) copy).
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
@@ -27,11 +28,20 @@ from torch import nn
 class Selector(nn.Module):
     needs_index = False
     requires: str | None = None  # an optional library (module name) the selector needs, e.g. "faiss"
+    extra: str | None = None     # the package extra that installs it: pip install -e ".[extra]"
 
     def __init__(self, n_classes: int) -> None:
         super().__init__()
         self.n_classes = n_classes
         self._W: list[torch.Tensor] = []
+
+    def library(self):
+        """The library this selector `requires`, imported, or an ImportError that says how to install it."""
+        try:
+            return importlib.import_module(self.requires)
+        except ImportError:
+            raise ImportError(f"selector {self.registry_name} needs {self.requires}: "
+                              f"pip install -e \".[{self.extra or self.requires}]\"") from None
 
     def bind(self, W: torch.Tensor) -> None:
         self._W = [W]
