@@ -85,9 +85,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--device", default="auto")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
+    p.add_argument("--nondeterministic", action="store_true",
+                   help="CUDA: torch's default (atomic) kernels instead of the deterministic ones `xcbench train` uses")
+    p.add_argument("--out-dir", type=Path, default=OUT, help="where the .json and .md go (default benchmarks/out)")
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.device import device_name, pick_device
+    from xcbench.device import deterministic_kernels, device_name, pick_device
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
 
@@ -97,19 +100,22 @@ def main() -> None:
         if f and not Path(f).exists():
             raise SystemExit(f"train_step: {f} does not exist; build it first: snakemake --cores all {f}")
     device = pick_device(a.device)
+    if not a.nondeterministic:
+        deterministic_kernels(device)
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
                      dataset=a.dataset)
     rows = []
     for method in a.methods or list(exp["methods"]):
         rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,
-                     "device": device_name(device), "torch": torch.__version__})
+                     "device": device_name(device), "torch": torch.__version__,
+                     "kernels": "atomic" if a.nondeterministic else "deterministic"})
         print(json.dumps(rows[-1]), flush=True)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
-             f"({rows[0]['device'] if rows else '?'}; median of {a.steps} steps after a warm-up; projected times)")
-    OUT.mkdir(exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps(rows, indent=1))
-    (OUT / f"{name}.md").write_text(table(rows, title))
+             f"({rows[0]['device'] if rows else '?'}{', atomic kernels' if a.nondeterministic else ''}; median of {a.steps} steps after a warm-up; projected times)")
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    (a.out_dir / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    (a.out_dir / f"{name}.md").write_text(table(rows, title))
     print(table(rows, title))
 
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from xcbench import __version__
 from xcbench.checkpoint import load_checkpoint
 from xcbench.config import ROOT, ConfigError, method_config, run_spec  # noqa: F401 (method_config: re-exported)
-from xcbench.device import device_name
+from xcbench.device import deterministic_kernels, device_name
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
@@ -126,6 +126,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     loss_gen = torch_generator(seed, "loss")
     index_gen = torch_generator(seed, "index")
     seed_global(seed)
+    deterministic_kernels(device)
     history, start, elapsed, cut_short, resume = [], 0, 0.0, None, (0, None)
     nb = task.n_train_batches(bs)
     ckpt_path = out_dir / CHECKPOINT
