@@ -71,10 +71,15 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("ffi_kernels: no CUDA device here; the Triton kernels are timed on a GPU only "
                          "(tests/test_ffi_triton.py checks them on the CPU in Triton's interpreter)")
-    rows = [one(m, e, s, a.batch, a.repeats) for m in a.labels for e in a.intermediate for s in a.fan_in]
     OUT.mkdir(exist_ok=True)
-    (OUT / "ffi_kernels.json").write_text(json.dumps(rows, indent=1))
-    (OUT / "ffi_kernels.md").write_text(table(rows))
+    rows = []
+    for m in a.labels:  # smallest first; the files are rewritten after every row, so a cut run keeps what it timed
+        for e in a.intermediate:
+            for s in a.fan_in:
+                rows.append(one(m, e, s, a.batch, a.repeats))
+                print(json.dumps(rows[-1]), flush=True)
+                (OUT / "ffi_kernels.json").write_text(json.dumps(rows, indent=1))
+                (OUT / "ffi_kernels.md").write_text(table(rows))
     print(table(rows))
 
 

@@ -66,3 +66,15 @@ def test_seed_curves_read_validation_perplexity_from_a_training_log(tmp_path):
     (tmp_path / "empty.log").write_text("nothing here\n")
     with pytest.raises(SystemExit, match="no per-epoch lines"):
         sc.from_log(tmp_path / "empty.log")
+
+
+def test_train_concurrency_speedup_is_k_runs_throughput_over_one_runs():
+    """k = 1 at 20 ms a step: 50 steps/s; k = 2 at 30 ms each: 66.7 steps/s in all, 1.33x; k = 4 at 80 ms: 1.00x."""
+    import argparse
+
+    tc = _load("train_concurrency")
+    a = argparse.Namespace(method="m", experiment="e.yaml", scale="paper", dataset="d", steps=10)
+    rows = [{"k": k, "step_ms_median": ms, "step_ms_min": ms, "step_ms_max": ms, "wall_s": 1.0, "device": "G",
+             "torch": "t"} for k, ms in ((1, 20.0), (2, 30.0), (4, 80.0))]
+    body = [ln.split(" | ") for ln in tc.table(rows, a).splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [(r[0], r[3], r[4]) for r in body] == [("| 1", "50", "1.00"), ("| 2", "67", "1.33"), ("| 4", "50", "1.00")]

@@ -1,0 +1,95 @@
+"""How many training runs should share one GPU: k copies of one run's training step at once.
+
+`snakemake --cores all --config scale=paper device=cuda` starts as many training jobs as there are
+cores unless `--resources gpu=K` caps them, and every one of them lands on the same GPU. The paper-scale
+language models take 3-20 ms a step on an H200 (benchmarks/out/train_step_*_cuda.md): small kernels,
+so one run leaves most of the GPU idle and several runs may share it for free, or time-slice it.
+This starts k processes of benchmarks/train_step.py (same experiment, dataset and method, each its own
+CUDA context, no MPS) at once for each k, and reads each one's median step time. Throughput of k
+runs = k / (median of their step times); speedup = that over one run's throughput, measured in the
+same call. The timed windows overlap when `--steps` is long against the processes' start-up spread
+(the table gives each group's wall time beside its steps).
+
+    python benchmarks/train_concurrency.py --experiment config/experiments/midx/table4.yaml \\
+        --dataset wikitext-2 --processed data/processed/wikitext-2/dataset.npz --method tf_midx_pq
+
+Writes benchmarks/out/train_concurrency.{json,md} (or --name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "out"
+STEP = Path(__file__).resolve().parent / "train_step.py"
+
+
+def group(k: int, a: argparse.Namespace, tmp: Path) -> dict:
+    """k concurrent train_step processes; their rows and the group's wall time."""
+    cmd = [sys.executable, str(STEP), "--experiment", a.experiment, "--scale", a.scale, "--dataset", a.dataset,
+           "--processed", a.processed, "--methods", a.method, "--steps", str(a.steps), "--device", a.device,
+           "--out-dir", str(tmp)]
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(cmd + ["--name", f"k{k}_{i}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) for i in range(k)]
+    errs = [p.communicate()[1] for p in procs]
+    wall = time.perf_counter() - t0
+    for p, e in zip(procs, errs):
+        if p.returncode:
+            raise SystemExit(f"train_concurrency: a train_step process failed (k = {k}):\n{e[-2000:]}")
+    rows = [json.loads((tmp / f"k{k}_{i}.json").read_text())[0] for i in range(k)]
+    ms = [r["step_ms"] for r in rows]
+    return {"k": k, "step_ms_median": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
+            "wall_s": wall, "device": rows[0]["device"], "torch": rows[0]["torch"]}
+
+
+def table(rows: list[dict], a: argparse.Namespace) -> str:
+    solo = rows[0]["step_ms_median"] / rows[0]["k"]
+    lines = [f"# Runs sharing one GPU: {a.method} ({a.experiment}, scale {a.scale}, {a.dataset}; "
+             f"{rows[0]['device']}, torch {rows[0]['torch']})", "",
+             f"k processes of benchmarks/train_step.py at once, each timing {a.steps} steps after a warm-up "
+             "(median per process; min-max over the k processes). Throughput = k / step time; speedup against "
+             "k = 1 in the same call.", "",
+             "| k runs | ms / step (median) | min - max | steps / s, all runs | speedup vs one run | wall (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        thr = r["k"] * 1e3 / r["step_ms_median"]
+        lines.append(f"| {r['k']} | {r['step_ms_median']:.1f} | {r['step_ms_min']:.1f} - {r['step_ms_max']:.1f} | "
+                     f"{thr:.0f} | {thr * solo / 1e3:.2f} | {r['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--scale", default="paper")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--processed", required=True)
+    p.add_argument("--method", required=True)
+    p.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--name", default="train_concurrency")
+    a = p.parse_args()
+    if a.k[0] != 1:
+        raise SystemExit("train_concurrency: --k must start with 1 (the baseline of the speedups)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for k in a.k:
+            rows.append(group(k, a, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
+    (OUT / f"{a.name}.md").write_text(table(rows, a))
+    print(table(rows, a))
+
+
+if __name__ == "__main__":
+    main()
