@@ -1,14 +1,16 @@
-"""The hashing forest's bfloat16 first pass (`prefilter`, selectors/forest.py) at n = 10^6: selection and
-one selective-softmax training step, with and without it, beside the full softmax step, in one run.
+"""The hashing forest's bfloat16 first pass (`prefilter`) and wide best-first rounds (`probe_width`,
+selectors/forest.py) at n = 10^6: precision, selection and one selective-softmax training step, with and
+without them, beside the full softmax step, in one run.
 
 selector_bench.py measures every selector once, in sequence; its step timings at 10^6 moved by 25% between
 two runs on this machine. Here one head holds one forest (10 trees, leaf 64, response re-rank) and the
-settings take turns: each round times, for every (probe, prefilter) setting, the batch's selection
+settings take turns: each round times, for every (probe, prefilter, probe_width) setting, the batch's selection
 (`select`) and one step (loss, backward, lazy Adam) `--repeats` times, and the full softmax step; the
 table gives the medians over all rounds. Data: selector_bench's cluster mixture and queries (B = 256,
-d = 256, M = 1%). Precision is not measured here (selector_bench: the first pass leaves it unchanged).
+d = 256, M = 1%). Precision: the share of each query's exact top-q negatives (q = M / B) in its own
+selection (selector_bench's measure).
 
-    python benchmarks/hf_prefilter.py            # about 4 minutes on 2 cores
+    python benchmarks/hf_prefilter.py            # about 6 minutes on 2 cores
 Writes benchmarks/out/hf_prefilter.{json,md}.
 """
 
@@ -24,10 +26,10 @@ from pathlib import Path
 
 import torch
 
-from selector_bench import mixture
+from selector_bench import mixture, per_example_mask
 
 OUT = Path(__file__).resolve().parent / "out"
-SETTINGS = ((15, 0), (15, 4), (23, 0), (23, 4))  # (probe rounds, prefilter k)
+SETTINGS = ((15, 0, 1), (15, 4, 1), (23, 0, 1), (23, 4, 1), (15, 4, 5), (16, 4, 8), (20, 4, 10))  # (probe, prefilter k, probe_width)
 
 
 def main() -> None:
@@ -73,30 +75,38 @@ def main() -> None:
             out.append(time.perf_counter() - t0)
         return out
 
+    q = math.ceil(n // 100 / B)
+    with torch.no_grad():
+        top = (h @ W.T).scatter(1, y.unsqueeze(1), -math.inf).topk(q, dim=1).indices                # (B, q) hardest negatives
     got = {s: {"select": [], "step": []} for s in SETTINGS}
+    for s in SETTINGS:
+        sel.probe, sel.prefilter, sel.probe_width = s
+        got[s]["precision"] = per_example_mask(sel, "hf", h, y, q + 1).gather(1, top).double().mean().item()
     full = []
     for r in range(a.rounds):
         for s in SETTINGS:
-            sel.probe, sel.prefilter = s
+            sel.probe, sel.prefilter, sel.probe_width = s
             got[s]["select"] += times(lambda: sel.select(h, y, n // 100, gen))
             got[s]["step"] += times(lambda: step("hf"))
-            print(f"round {r} probe {s[0]} prefilter {s[1]}: select {statistics.median(got[s]['select'][-a.repeats:]):.3f} s, "
+            print(f"round {r} probe {s[0]} prefilter {s[1]} width {s[2]}: select {statistics.median(got[s]['select'][-a.repeats:]):.3f} s, "
                   f"step {statistics.median(got[s]['step'][-a.repeats:]):.3f} s", flush=True)
         full += times(lambda: step("full"))
         print(f"round {r} full softmax step {statistics.median(full[-a.repeats:]):.3f} s", flush=True)
     f = statistics.median(full)
-    rows = [{"probe": s[0], "prefilter": s[1], "select_s": statistics.median(v["select"]), "step_s": statistics.median(v["step"]),
+    rows = [{"probe": s[0], "prefilter": s[1], "probe_width": s[2], "precision": v["precision"], "select_s": statistics.median(v["select"]), "step_s": statistics.median(v["step"]),
              "select_all": v["select"], "step_all": v["step"]} for s, v in got.items()]
     meta = {"n": n, "d": d, "B": B, "M": n // 100, "threads": torch.get_num_threads(), "machine": platform.machine(),
             "rounds": a.rounds, "repeats": a.repeats, "full_step_s": f, "full_all": full}
     OUT.mkdir(exist_ok=True)
     (OUT / "hf_prefilter.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    lines = [f"# HF's bfloat16 first pass at n = {n:,} ({meta['threads']} CPU threads, {meta['machine']}; "
+    lines = [f"# HF's bfloat16 first pass and wide rounds at n = {n:,} ({meta['threads']} CPU threads, {meta['machine']}; "
              "benchmarks/hf_prefilter.py)", "",
              f"One forest (10 trees, leaf 64, response re-rank), B = {B}, d = {d}, M = {n // 100:,}; settings in turn, "
              f"{a.rounds} rounds of {a.repeats} timings each, medians. Full softmax step: {f:.3f} s.", "",
-             "| probe rounds | prefilter | selection (s) | step (s) | step speed-up vs full |", "|---|---|---|---|---|"]
-    lines += [f"| {r['probe']} | {r['prefilter'] or '- (exact re-rank)'} | {r['select_s']:.3f} | {r['step_s']:.3f} | "
+             "| probe rounds | probe_width | prefilter | precision | selection (s) | step (s) | step speed-up vs full |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['probe']} | {r['probe_width']} | {r['prefilter'] or '- (exact re-rank)'} | {r['precision']:.3f} | "
+              f"{r['select_s']:.3f} | {r['step_s']:.3f} | "
               f"{f / r['step_s']:.1f}x |" for r in rows]
     (OUT / "hf_prefilter.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

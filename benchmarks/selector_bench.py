@@ -19,7 +19,8 @@ warm-up; the structure build (forest, k-means, PCA codes) is timed apart. Each f
 with both re-rankings of the pooled classes (the text's cosine and the response w . h), by the paper's walk
 (pool 1) and by walks stopped at pool x q classes (8; also 32 at 10^6), which pool larger cells, and by
 the paper's walk plus `probe` best-first rounds of L more walks (7, 15, 31; selectors/forest.py); at 10^6
-also 15, 23 and 31 rounds with `prefilter` 4 (the pool ranked from bfloat16 rows, the 4 q best re-scored exactly).
+also 15, 23 and 31 rounds with `prefilter` 4 (the pool ranked from bfloat16 rows, the 4 q best re-scored exactly),
+and 15, 16 and 20 rounds' walks made in rounds of 5 L, 8 L and 10 L (`probe_width` 5, 8, 10; with the first pass).
 Library indexes where installed: faiss IVF at several nprobe; Annoy (10 trees; the public HF code's
 angular metric and Annoy's dot) searching 1, 4, 16 and 64 times its default search_k (trees x q nodes).
 The re-rank's floor (`rerank_floor`): P sorted random rows gathered per query and multiplied by it,
@@ -90,6 +91,7 @@ NPROBES = (4, 8, 32, 128)
 
 PROBES = (7, 15, 31)
 PREFILTER = 4  # at 10^6, also rank the pool from bfloat16 rows and re-score the 4 q best exactly (forest.py)
+WIDE = ((15, 5), (16, 8), (20, 10))  # at 10^6, (probe, probe_width): the same walks popped w L sides a round (forest.py)
 
 
 ANNOY_SEARCH = (1, 4, 16, 64)  # Annoy's search_k in multiples of its default, trees x q nodes
@@ -103,6 +105,7 @@ def variants(name: str, n: int, params: dict, q: int) -> list[dict]:
         probes = [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}]
         if n >= 10 ** 6:  # where the pool is gathered row by row (forest.DENSE_RATIO): the bfloat16 first pass
             probes += [{"rerank": "inner", "pool": 1, "probe": k, "prefilter": PREFILTER} for k in (15, 23, 31)]
+            probes += [{"rerank": "inner", "pool": 1, "probe": k, "prefilter": PREFILTER, "probe_width": w} for k, w in WIDE]
         return ([{"rerank": r, "pool": p, "probe": 0} for p in POOLS(n) for r in ("cosine", "inner")]
                 + (probes if params["trees"] <= 10 else []))
     if name == "faiss_ivf":
@@ -216,9 +219,9 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
             for k, v in var.items():
                 setattr(sel, k, v)
             if name == "hf":
-                var = {"prefilter": 0, **var}  # each setting states its own (the selector keeps the last one set)
+                var = {"prefilter": 0, "probe_width": 1, **var}  # each setting states its own (the selector keeps the last one set)
             tag = " ".join([label] + [str(v) if k == "rerank" else f"{k}={v}" for k, v in var.items()
-                                      if not (k == "pool" and v == 1) and not (k in ("probe", "prefilter") and v == 0)])
+                                      if not (k in ("pool", "probe_width") and v == 1) and not (k in ("probe", "prefilter") and v == 0)])
             sel_s, S = timed(lambda: sel.select(h, y, M, torch.Generator().manual_seed(3)), repeats)
             prec, mass = scores_of(per_example_mask(sel, name, h, y, q), top, p_neg)
             rows.append({"n": n, "d": d, "B": B, "M": max(1, n // 100), "q": q - 1, "selector": tag, "build_s": build,
@@ -237,6 +240,8 @@ STEP_SELECTORS = {  # one setting per selector family for the training-step comp
     "hf": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}),
     "hf_prefilter": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15, "prefilter": 4}),
     "hf_prefilter_23": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 23, "prefilter": 4}),
+    "hf_wide": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 16, "prefilter": 4,
+                       "probe_width": 8}),
     "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
     "annoy": ("annoy", {"trees": 10, "metric": "dot", "search_k": 16 * 10 * 41, "rebuild_every": None}),  # 16x default at 10^6
 }

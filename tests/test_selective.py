@@ -410,31 +410,32 @@ def _walk(f, x, v, Q):
     return steps, v
 
 
-@pytest.mark.parametrize("probe", [1, 3, 8])
+@pytest.mark.parametrize("probe, width", [(1, 1), (3, 1), (8, 1), (8, 3), (3, 5)])
 @pytest.mark.parametrize("Q", [1, 6])
 @pytest.mark.parametrize("dense", [32, 0])
-def test_probe_reranks_the_cells_of_best_first_walks(probe, Q, dense, monkeypatch):
-    """Brute force: per example, the paper's walk in each of the L trees, then `probe` rounds; each
-    pops the L untaken sides of lowest priority (the largest boundary distance on the way there) and
-    walks from each; the top-Q by cosine of the union of every walk's cell (scored by one product, or
-    by gathered rows: DENSE_RATIO 0)."""
+def test_probe_reranks_the_cells_of_best_first_walks(probe, width, Q, dense, monkeypatch):
+    """Brute force: per example, the paper's walk in each of the L trees, then rounds until probe x L
+    walks are made; each pops the width x L (the last round: what is left) untaken sides of lowest
+    priority (the largest boundary distance on the way there) and walks from each; the top-Q by cosine
+    of the union of every walk's cell (scored by one product, or by gathered rows: DENSE_RATIO 0)."""
     monkeypatch.setattr(fo, "DENSE_RATIO", dense)
     W, g = clustered(C=800)
-    sel = SELECTORS.get("hf")(len(W), trees=4, leaf=4, probe=probe)
+    sel = SELECTORS.get("hf")(len(W), trees=4, leaf=4, probe=probe, probe_width=width)
     sel.update(W, torch.Generator().manual_seed(0))
     h = torch.randn(7, W.shape[1], generator=g)
     f, x = sel.forest, F.normalize(h, dim=1)
     rows, cls = sel.per_example(h, Q)
-    nodes = f.probes(x, Q, probe)                                                  # (B, L (1 + probe))
+    nodes = f.probes(x, Q, probe, width)                                           # (B, <= L (1 + probe))
     for b in range(len(h)):
         ends, heap = [], []
         for l in range(4):
             s, v = _walk(f, x[b], int(f.roots[l]), Q)
             ends.append(v)
             heap += s
-        for _ in range(probe):
+        for done in range(0, probe, width):
             heap.sort(key=lambda e: e[0])                                          # stable: ties keep their order
-            popped, heap = heap[:4], heap[4:]
+            k = 4 * min(width, probe - done)
+            popped, heap = heap[:k], heap[k:]
             for gap, side in popped:
                 s, v = _walk(f, x[b], side, Q)
                 ends.append(v)
