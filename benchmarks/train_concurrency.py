@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from train_step import run_args
+
 OUT = Path(__file__).resolve().parent / "out"
 STEP = Path(__file__).resolve().parent / "train_step.py"
 
@@ -68,10 +70,7 @@ def table(rows: list[dict], a: argparse.Namespace) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--scale", default="paper")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--processed", required=True)
+    run_args(p)
     p.add_argument("--method", required=True)
     p.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--steps", type=int, default=300)

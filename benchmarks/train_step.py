@@ -74,12 +74,17 @@ def table(rows: list[dict], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_args(p: argparse.ArgumentParser) -> None:
+    """The arguments that name one experiment's runs on one prepared dataset (train_concurrency.py too)."""
     p.add_argument("--experiment", required=True)
     p.add_argument("--scale", default="paper")
     p.add_argument("--dataset", required=True)
     p.add_argument("--processed", required=True, help="data/processed/<dataset>/dataset.npz (snakemake builds it)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run_args(p)
     p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
     p.add_argument("--methods", nargs="*", default=None, help="default: every method of the experiment")
     p.add_argument("--steps", type=int, default=5)

@@ -12,8 +12,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_benchmark(name: str):
-    """benchmarks/<name>.py as a module (the scripts are not a package), for tests of their pure parts."""
+    """benchmarks/<name>.py as a module (the scripts are not a package), for tests of their pure parts; with
+    benchmarks/ on sys.path, as when a script runs, so that its imports of the others resolve."""
     import importlib.util
+    import sys
+
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.append(str(REPO / "benchmarks"))
 
     spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
