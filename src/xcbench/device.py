@@ -40,11 +40,12 @@ def deterministic_kernels(device: torch.device) -> None:
     index_put_(accumulate=True) and scatter_add_ add floats with atomics in whatever order the threads
     arrive, and two runs of one seed part in the last bits: seen on an H100, where a MIDX-rq run gave a
     different training loss (1e-8 relative) each time (its k-means sums n rows into K centroids by
-    index_add_, the likely source: the RFF run, without k-means, repeated exactly); with this on, the CUDA run cut after an epoch resumes to the uninterrupted run's numbers bit for bit
-    (tests/test_cuda.py). warn_only: an op with no deterministic kernel warns instead of stopping a run.
-    cuBLAS needs a fixed workspace for it, set here unless the user set one (it applies to cuBLAS handles
-    made after this; `xcbench train` calls this before its first CUDA product). Nothing changes on the
-    CPU, whose kernels are deterministic already (and whose kept runs stay bit for bit as they were)."""
+    index_add_, the likely source: the RFF run, without k-means, repeated exactly); with this on, the
+    CUDA run cut after an epoch resumes to the uninterrupted run's numbers bit for bit (tests/test_cuda.py).
+    warn_only: an op with no deterministic kernel warns instead of stopping a run. cuBLAS needs a fixed
+    workspace for it, set here unless the user set one (it applies to cuBLAS handles made after this;
+    `xcbench train` calls this before its first CUDA product). Nothing changes on the CPU, whose kernels
+    are deterministic already (and whose kept runs stay bit for bit as they were)."""
     if torch.device(device).type != "cuda":
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
