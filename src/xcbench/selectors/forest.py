@@ -222,7 +222,7 @@ class Forest:
         (and, with `probe`, by the multi-probe walks): flat (query row, class id) pairs, by row.
         `prefilter` k > 0 scores the pooled classes from a bfloat16 copy of the rows first and only the
         k Q best of them exactly (where the pool is gathered rather than read off one product)."""
-        node = self.probes(x, pool * Q, probe, width) if probe else self.descend(x, pool * Q)[0]  # (B, L (1 + probe))
+        node = self.probes(x, pool * Q, probe, width) if probe else self.descend(x, pool * Q)[0]  # (B, <= L (1 + probe))
         return self._pool(x, node, Q, norms, prefilter)
 
     def _pool(self, x: torch.Tensor, node: torch.Tensor, Q: int,
@@ -248,20 +248,23 @@ class Forest:
         if prefilter and not self._dense(P) and prefilter * Q < P:  # a cheap first pass, then the short list
             if self.Ub is None:
                 self.Ub = self.U.bfloat16()                                                     # (C, d), half the bytes
-            rough = self._score(x, cand, cnt, self.Ub)                                          # (B, P)
-            if norms is not None:
-                rough = rough * norms[cand.clamp(max=self.C - 1)]
-            val, at = rough.masked_fill(cand == self.C, -torch.inf).topk(prefilter * Q, dim=1)
+            val, at = self._ranked(x, cand, cnt, norms, self.Ub).topk(prefilter * Q, dim=1)
             cand = torch.where(torch.isfinite(val), cand.gather(1, at), self.C).sort(1).values  # (B, k Q), padding last
             cnt = (cand < self.C).sum(1)
         self.short = cand                                                                       # the exactly scored ids
-        score = self._score(x, cand, cnt)                                                       # (B, P) cosines
-        if norms is not None:
-            score = score * norms[cand.clamp(max=self.C - 1)]
-        val, at = score.masked_fill(cand == self.C, -torch.inf).topk(min(Q, cand.shape[1]), dim=1)
+        val, at = self._ranked(x, cand, cnt, norms).topk(min(Q, cand.shape[1]), dim=1)
         keep = torch.isfinite(val)                                                              # (B, Q)
         rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(at)
         return rows[keep], cand.gather(1, at)[keep]
+
+    def _ranked(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor, norms: torch.Tensor | None,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
+        """What the pool is ranked by: cosines (times the row norms: the response, with `norms`), -inf at
+        the padding.  (B, P)"""
+        score = self._score(x, cand, cnt, rows)
+        if norms is not None:
+            score = score * norms[cand.clamp(max=self.C - 1)]
+        return score.masked_fill(cand == self.C, -torch.inf)
 
     def _dense(self, P: int) -> bool:
         """Score a (B, P) pool by one (B, C) product rather than by gathered rows."""
@@ -283,6 +286,13 @@ class Forest:
         return score
 
 
+def _whole(name: str, v, least: int, meaning: str) -> int:
+    """hf's integer setting `name` as an int, or a ValueError that says what its least value means."""
+    if int(v) != v or v < least:
+        raise ValueError(f"hf: {name} must be an integer >= {least} ({least}: {meaning}), got {v!r}")
+    return int(v)
+
+
 @SELECTORS.register("hf")
 class HashingForest(IndexedSelector):
     def __init__(self, n_classes: int, trees: int = 50, leaf: int = 16, rebuild_every: int | None = 100,
@@ -291,16 +301,11 @@ class HashingForest(IndexedSelector):
         super().__init__(n_classes, rebuild_every)
         if rerank not in RERANK:
             raise ValueError(f"hf: rerank must be one of {RERANK}, got {rerank!r}")
-        if int(pool) != pool or pool < 1:
-            raise ValueError(f"hf: pool must be an integer >= 1 (1: the paper's walk), got {pool!r}")
-        if int(probe) != probe or probe < 0:
-            raise ValueError(f"hf: probe must be an integer >= 0 (0: the paper's walk alone), got {probe!r}")
-        if int(prefilter) != prefilter or prefilter < 0:
-            raise ValueError(f"hf: prefilter must be an integer >= 0 (0: score every pooled class exactly), got {prefilter!r}")
-        self.trees, self.leaf, self.rerank, self.pool, self.probe = trees, leaf, rerank, int(pool), int(probe)
-        if int(probe_width) != probe_width or probe_width < 1:
-            raise ValueError(f"hf: probe_width must be an integer >= 1 (1: one walk per tree a round), got {probe_width!r}")
-        self.prefilter, self.probe_width = int(prefilter), int(probe_width)
+        self.trees, self.leaf, self.rerank = trees, leaf, rerank
+        self.pool = _whole("pool", pool, 1, "the paper's walk")
+        self.probe = _whole("probe", probe, 0, "the paper's walk alone")
+        self.prefilter = _whole("prefilter", prefilter, 0, "score every pooled class exactly")
+        self.probe_width = _whole("probe_width", probe_width, 1, "one walk per tree a round")
         self.forest: Forest | None = None
         self.norms: torch.Tensor | None = None
 
