@@ -103,7 +103,7 @@ def variants(name: str, n: int, params: dict, q: int) -> list[dict]:
     most 10 trees: with more, the walks alone cost more than exact top-k), faiss's nprobe."""
     if name == "hf":
         probes = [{"rerank": "inner", "pool": 1, "probe": k} for k in PROBES] + [{"rerank": "cosine", "pool": 1, "probe": 15}]
-        if n >= 10 ** 6:  # where the pool is gathered row by row (forest.DENSE_RATIO): the bfloat16 first pass
+        if n >= 10 ** 6:  # where the pool is gathered row by row (rerank.DENSE_RATIO): the bfloat16 first pass
             probes += [{"rerank": "inner", "pool": 1, "probe": k, "prefilter": PREFILTER} for k in (15, 23, 31)]
             probes += [{"rerank": "inner", "pool": 1, "probe": k, "prefilter": PREFILTER, "probe_width": w} for k, w in WIDE]
         return ([{"rerank": r, "pool": p, "probe": 0} for p in POOLS(n) for r in ("cosine", "inner")]

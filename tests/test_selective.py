@@ -13,6 +13,7 @@ from xcbench.heads.nce import NCE
 from xcbench.heads.selective_softmax import SelectiveSoftmax
 from xcbench.registry import SELECTORS
 from xcbench.selectors import forest as fo
+from xcbench.selectors import rerank as rr
 from xcbench.selectors.adaptive import AdaptiveHashingForest, smallest_k_reaching
 
 
@@ -418,7 +419,7 @@ def test_probe_reranks_the_cells_of_best_first_walks(probe, width, Q, dense, mon
     walks are made; each pops the width x L (the last round: what is left) untaken sides of lowest
     priority (the largest boundary distance on the way there) and walks from each; the top-Q by cosine
     of the union of every walk's cell (scored by one product, or by gathered rows: DENSE_RATIO 0)."""
-    monkeypatch.setattr(fo, "DENSE_RATIO", dense)
+    monkeypatch.setattr(rr, "DENSE_RATIO", dense)
     W, g = clustered(C=800)
     sel = SELECTORS.get("hf")(len(W), trees=4, leaf=4, probe=probe, probe_width=width)
     sel.update(W, torch.Generator().manual_seed(0))
@@ -456,7 +457,7 @@ def test_prefilter_rescores_the_best_of_a_bfloat16_pass(rerank, monkeypatch):
     the row norms for `inner`); the Q kept rank first in it by the float32 rows (the first pass: bfloat16 rows times the bfloat16 query). Rows are clusters of
     near-copies that bfloat16 cannot tell apart (spread 1e-3), so keeping the first pass's order fails.
     With k Q at least the pool: the exact re-rank's selection."""
-    monkeypatch.setattr(fo, "DENSE_RATIO", 0)
+    monkeypatch.setattr(rr, "DENSE_RATIO", 0)
     W, g = clustered(C=1200, d=24, k=20, noise=1e-3)
     h = W[:7] + 0.3 * torch.randn(7, W.shape[1], generator=g)
     Q, k = 3, 2

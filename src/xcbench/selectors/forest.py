@@ -18,30 +18,11 @@ query to the re-ranked pool (r = 1 is the paper's walk). The classes pooled over
 and the Q closest are the example's selection (`rerank: inner` ranks the pool by the response w_c . x
 instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
 
-`probe` k > 0 (not in the paper; the priority search of Annoy and FLANN) adds k best-first rounds to the
-walk: every untaken side of a step on the query's paths enters a heap with priority
-    max over the boundaries crossed to reach it of |n . x - t| / |n|   (the query's distance to them),
-and each round walks, by the same rule, from the L sides of lowest priority over all trees, pushing the
-sides that those walks leave untaken. The pool is then L (1 + k) cells. The paper's L cells miss most of
-a query's nearest classes at 10^6 (precision 0.22 with 10 trees; its neighbours are split by boundaries
-it passes close to), and the far sides of the nearest boundaries hold them: 0.61 / 0.75 / 0.87 with
-7 / 15 / 31 rounds (benchmarks/out/selectors.md, which also measures the re-rank's floor: every pooled
-class is a row gathered for one query, 10^4 of them per query cost 0.21 of exact top-k there).
+`probe` k > 0 and `probe_width` w (not in the paper) add best-first walks from the untaken sides nearest
+to the query (selectors/probe.py).
 
-`probe_width` w > 1 (not in the paper) pops the w L lowest sides a round, so the `probe` x L walks take
-probe / w rounds: fewer rounds of tensor operations, and more of the walks start from the sides along the
-query's first paths, whose cells hold more of its nearest classes than the deeper sides that strict
-best-first reaches (benchmarks/out/selectors.md, 10^6 classes, 10 trees, leaf 64, with `prefilter` 4: 15
-rounds' walks find 0.75 with w = 1 and 0.80 with w = 5 from pools of the same size, in 0.28 and 0.26 of exact
-top-k's time; 16 at w = 8 find 0.84 in 0.28, where strict best-first needs 23 rounds and 0.45 for 0.82).
-
-`prefilter` k > 0 (not in the paper) scores the pool from a bfloat16 copy of the rows (half the bytes
-gathered; bfloat16 products) and re-scores only the k Q best of it from the float32 rows. With k = 4 at
-10^6 the selections' precision is the exact re-rank's to 3 digits at 15 and 31 rounds, at 0.75 / 0.71 of
-its time; 23 rounds reach 0.82 at 0.43 of exact top-k's time (0.75 at 0.28 with 15), and a training step
-with 15 rounds is 1.4x faster than with the exact re-rank (benchmarks/out/hf_prefilter.md).
-Each query's pooled classes are a row of class ids, de-duplicated by one sort per row and packed to the
-left (padding last), scored by its gathered (P, d) rows times x and cut by one top-k per row.
+`prefilter` k > 0 (not in the paper) scores the pool from bfloat16 rows first and re-scores the k Q best
+exactly (selectors/rerank.py, which scores and cuts every query's pool).
 
 All L trees live in flat arrays and grow together, one level at a time; the descent runs for every
 (example, tree) pair at once, one tensor operation per level. For C <= GRAM_MAX the projections
@@ -57,6 +38,8 @@ import torch.nn.functional as F
 
 from xcbench.registry import SELECTORS
 from xcbench.selectors.base import IndexedSelector
+from xcbench.selectors.probe import best_first
+from xcbench.selectors.rerank import best_of_pool
 from xcbench.selectors.segments import ranges as _ranges
 from xcbench.selectors.segments import rowdot as _rowdot
 
@@ -64,7 +47,6 @@ RERANK = ("cosine", "inner")  # the text's cosine, or the response w . x that Op
 GRAM_MAX = 16384  # up to this many classes the build reads projections from the Gram matrix U U^T
 GEMM_PER_TREE = 32  # while a level has at most this many cells per tree, project by (C, cells) products
 GEMM_BLOCK = 256    # cells per product: a (C, 256) block (1 GB at C = 10^6)
-DENSE_RATIO = 32     # score the pool by one (B, C) product while C <= 32 P: BLAS does 30x the gathers' rate
 
 
 def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:
@@ -79,20 +61,6 @@ def _project(U: torch.Tensor, w: torch.Tensor, nrm: torch.Tensor, seg: torch.Ten
         a, b = ends[s], ends[e]
         out[a:b] = (U @ nrm[s:e].T)[w[a:b], seg[a:b] - s]                                  # (C, e - s) read at T
     return out
-
-
-def _lowest(prio: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k lowest entries of each row and their columns, ordered by (value, column): what a stable sort's
-    first k columns give, in time linear in the row (the heap is mostly inf: popped or never stepped).
-    The k-th lowest value v comes from topk (its value is exact even where topk's order among ties is
-    not); a row keeps its entries below v and its first k - #below entries equal to v.  (B, k) x2"""
-    k = min(k, prio.shape[1])
-    v = prio.topk(k, dim=1, largest=False).values[:, -1:]                                      # (B, 1)
-    lt, eq = prio < v, prio == v
-    keep = lt | (eq & (torch.cumsum(eq, 1) <= k - lt.sum(1, keepdim=True)))                  # k per row
-    at = torch.nonzero(keep)[:, 1].view(len(prio), k)                                           # by column
-    g, o = prio.gather(1, at).sort(dim=1, stable=True)
-    return g, at.gather(1, o)
 
 
 class Forest:
@@ -195,25 +163,9 @@ class Forest:
         return cur, sibs[:, :D].reshape(len(x), K, D), gaps[:, :D].reshape(len(x), K, D)
 
     def probes(self, x: torch.Tensor, Q: int, probe: int, width: int = 1) -> torch.Tensor:
-        """Best-first walks (not in the paper; the priority search of Annoy and FLANN): after the paper's
-        walk in every tree, rounds that walk (by the same rule) from the width x L untaken sides of lowest
-        priority met so far, over all trees, until `probe` x L walks are made, the priority of a side
-        being the largest distance |n . x - t| / |n| from the query to a boundary on the way there (ties:
-        the side met first).  x (B, d) -> nodes (B, <= L (1 + probe)), -1 where fewer sides were left."""
-        node, sib, gap = self.descend(x, Q, record=True)                                        # (B, L), (B, L, D) x2
-        B, L = node.shape
-        side, prio, ends = sib.reshape(B, -1), gap.reshape(B, -1), [node]                       # (B, H) the heap
-        for done in range(0, probe, width):
-            g, at = _lowest(prio, L * min(width, probe - done))                                 # (B, k) lowest; ties: oldest
-            ok = torch.isfinite(g)
-            if not ok.any():
-                break
-            prio = prio.scatter(1, at, torch.inf)                                               # popped
-            end, s2, g2 = self.descend(x, Q, start=torch.where(ok, side.gather(1, at), -1), record=True)
-            ends.append(torch.where(ok, end, -1))
-            g2 = torch.maximum(g2, g.unsqueeze(-1)).masked_fill(~ok.unsqueeze(-1), torch.inf)  # (B, k, D')
-            side, prio = torch.cat([side, s2.reshape(B, -1)], 1), torch.cat([prio, g2.reshape(B, -1)], 1)
-        return torch.cat(ends, 1)
+        """The paper's walk in every tree, then `probe` x L best-first walks (selectors/probe.py).
+        x (B, d) -> nodes (B, <= L (1 + probe)), -1 where fewer sides were left."""
+        return best_first(self, x, Q, probe, width)
 
     def query(self, x: torch.Tensor, Q: int, norms: torch.Tensor | None = None,
               pool: int = 1, probe: int = 0, prefilter: int = 0, width: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,63 +179,36 @@ class Forest:
 
     def _pool(self, x: torch.Tensor, node: torch.Tensor, Q: int,
               norms: torch.Tensor | None = None, prefilter: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """The Q best of each query's pooled cells (nodes (B, K), -1: none), as a padded (B, P) table of
-        class ids (C: empty), each class once per row: one sort and one top-k per row, no global sort."""
+        """The Q best of each query's pooled cells (nodes (B, K), -1: none), ranked by rerank.best_of_pool."""
+        cand = self.cells(node)                                                                 # (B, P)
+        rows, ids, self.short = best_of_pool(self.U, x, cand, self.pooled, Q, norms, prefilter, self.low)
+        return rows, ids
+
+    def low(self) -> torch.Tensor:
+        """U in bfloat16 (half the bytes; a prefilter's first pass), made once per forest.  (C, d)"""
+        if self.Ub is None:
+            self.Ub = self.U.bfloat16()
+        return self.Ub
+
+    def cells(self, node: torch.Tensor) -> torch.Tensor:
+        """The classes of each query's cells (nodes (B, K), -1: none) as a padded (B, P) table of class ids,
+        each class once per row, packed to the left (C: padding): one sort per row, no global sort.
+        Sets `pooled` (B,), the distinct classes of each row."""
         B, K = node.shape
         ok = node >= 0
         n = torch.where(ok, self.size[node.clamp(min=0)], 0)                                    # (B, K) cell sizes
         cnt = n.sum(1)                                                                          # (B,)
         seg, pos = _ranges(self.start[node.clamp(min=0)].reshape(-1), n.reshape(-1))
         row = seg // K
-        col = torch.arange(len(seg), device=x.device) - (torch.cumsum(cnt, 0) - cnt)[row]
-        cand = torch.full((B, max(int(cnt.max()), 1)), self.C, device=x.device)
+        col = torch.arange(len(seg), device=node.device) - (torch.cumsum(cnt, 0) - cnt)[row]
+        cand = torch.full((B, max(int(cnt.max()), 1)), self.C, device=node.device)
         cand = cand.index_put_((row, col), self.order[pos]).sort(1).values                       # (B, P)
         cand[:, 1:].masked_fill_(cand[:, 1:] == cand[:, :-1], self.C)                           # each class once
         real = cand < self.C
         self.pooled = real.sum(1)                                                               # (B,) distinct pooled classes
         P = max(int(self.pooled.max()), 1)
         at = torch.where(real, torch.cumsum(real, 1) - 1, cand.shape[1])                        # packed to the left
-        cand = torch.full((B, cand.shape[1] + 1), self.C, device=x.device).scatter_(1, at, cand)[:, :P]
-        cnt = self.pooled
-        if prefilter and not self._dense(P) and prefilter * Q < P:  # a cheap first pass, then the short list
-            if self.Ub is None:
-                self.Ub = self.U.bfloat16()                                                     # (C, d), half the bytes
-            val, at = self._ranked(x, cand, cnt, norms, self.Ub).topk(prefilter * Q, dim=1)
-            cand = torch.where(torch.isfinite(val), cand.gather(1, at), self.C).sort(1).values  # (B, k Q), padding last
-            cnt = (cand < self.C).sum(1)
-        self.short = cand                                                                       # the exactly scored ids
-        val, at = self._ranked(x, cand, cnt, norms).topk(min(Q, cand.shape[1]), dim=1)
-        keep = torch.isfinite(val)                                                              # (B, Q)
-        rows = torch.arange(B, device=x.device).unsqueeze(1).expand_as(at)
-        return rows[keep], cand.gather(1, at)[keep]
-
-    def _ranked(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor, norms: torch.Tensor | None,
-                rows: torch.Tensor | None = None) -> torch.Tensor:
-        """What the pool is ranked by: cosines (times the row norms: the response, with `norms`), -inf at
-        the padding.  (B, P)"""
-        score = self._score(x, cand, cnt, rows)
-        if norms is not None:
-            score = score * norms[cand.clamp(max=self.C - 1)]
-        return score.masked_fill(cand == self.C, -torch.inf)
-
-    def _dense(self, P: int) -> bool:
-        """Score a (B, P) pool by one (B, C) product rather than by gathered rows."""
-        return self.C <= DENSE_RATIO * P
-
-    def _score(self, x: torch.Tensor, cand: torch.Tensor, cnt: torch.Tensor,
-               rows: torch.Tensor | None = None) -> torch.Tensor:
-        """u_c . x for the (B, P) table of class ids whose row b holds cnt[b] ids, then padding (score 0):
-        one (B, C) product when C <= DENSE_RATIO P, else per query its gathered (cnt_b, d) rows times x (a
-        batched (P, d) x (d, 1) product ran 2-4x slower here); `rows` in bfloat16 (a first pass) give
-        bfloat16 products, 2x faster than float32 rows at 12,500 rows per query. The padding is not gathered: on the CPU,
-        index_select of one row repeated (7% of a 20,474-wide table) made the gathers 15x slower."""
-        (B, P), C, rows = cand.shape, self.C, self.U if rows is None else rows
-        if self._dense(P):
-            return (x @ self.U.T).gather(1, cand.clamp(max=C - 1))
-        score = x.new_zeros(B, P)
-        for b, k in enumerate(cnt.tolist()):
-            score[b, :k] = rows.index_select(0, cand[b, :k]) @ x[b].to(rows.dtype)             # (cnt_b,)
-        return score
+        return torch.full((B, cand.shape[1] + 1), self.C, device=node.device).scatter_(1, at, cand)[:, :P]
 
 
 def _whole(name: str, v, least: int, meaning: str) -> int:
