@@ -235,3 +235,37 @@ def test_a_run_cut_inside_an_epoch_is_named_with_the_fraction_done():
     exp = {"datasets": ["d"], "methods": {"full": {"label": "Full"}}}
     rec = {"dataset": "d", "method": "full", "cut_short_after_epoch": 0.47, "resolved": {"train": {"epochs": 30}}}
     assert run_status(exp, [rec]) == "Cut short by the time limit (tested at the best epoch so far): Full after 47% of epoch 1 of 30."
+
+
+@pytest.mark.parametrize("lines, outside", [(2, False), (9, True)])
+def test_legend_moves_outside_the_panels_when_it_would_cover_the_points(lines, outside):
+    """Up to style.LEGEND_INSIDE lines each panel keeps its legend; beyond, one figure legend holds every
+    label once (two panels sharing their series) and no panel has its own."""
+    from xcbench.reporting import style
+
+    fig, axes = style.figure(2)
+    for ax in axes[0]:
+        for j in range(lines):
+            ax.plot([1, 10], [j, j + 1], label=f"s{j}")
+    style.legend(fig, axes[0], lines)
+    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert labels == ([f"s{j}" for j in range(lines)] if outside else [])
+    assert all((ax.get_legend() is None) == outside for ax in axes[0])
+
+
+@pytest.mark.parametrize("lo, hi, want", [(0.8, 8.0, ["1", "2", "5"]), (1.0, 1e4, ["1", "10", "100", "1000", "10000"])])
+def test_log_axis_labels_plain_numbers(lo, hi, want):
+    """Within a decade: 1, 2 and 5 times the powers of ten, as plain numbers (no 2 x 10^0 crowding 3 x 10^0);
+    over several decades the powers of ten alone."""
+    from xcbench.reporting import style
+
+    fig, axes = style.figure(1)
+    ax = axes[0][0]
+    ax.plot([lo, hi], [0, 1])
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    style.log_ticks(ax, "x")
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
+             if t.get_text() and lo <= t.get_position()[0] <= hi]
+    assert sorted(shown, key=float) == want

@@ -11,6 +11,7 @@ from pathlib import Path
 from xcbench.io import atomic_path
 
 STYLE = Path(__file__).with_name("paper.mplstyle")
+LEGEND_INSIDE = 6  # lines a panel's own legend may hold before it moves outside the panels
 
 
 def _pyplot():
@@ -26,6 +27,37 @@ def figure(ncols: int, nrows: int = 1, width_per_panel: float = 3.2, height: flo
     plt = _pyplot()
     plt.style.use(["tableau-colorblind10", str(STYLE)])
     return plt.subplots(nrows, ncols, figsize=(width_per_panel * ncols, height * nrows), squeeze=False)
+
+
+def log_ticks(ax, axis: str = "x") -> None:
+    """Plain numbers on a log axis (0.5, 2, 300, not 5 x 10^-1): within about a decade, ticks at 1, 2 and 5
+    times the powers of ten, each labelled once; over more, the powers of ten alone. Call after plotting."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    which = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    which.set_major_formatter(plain)
+    if hi / max(lo, 1e-300) < 30:
+        which.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        which.set_minor_formatter(plain)
+    else:
+        which.set_minor_formatter(NullFormatter())
+
+
+def legend(fig, axes, lines: int) -> None:
+    """A legend per panel for a few lines; for more than LEGEND_INSIDE, one legend right of the panels
+    (the lines of every panel, each label once), where it covers no point."""
+    if lines <= LEGEND_INSIDE:
+        for ax in axes:
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(frameon=False, fontsize=7)
+        return
+    seen: dict = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    fig.legend(list(seen.values()), list(seen), frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
 def save(fig, out_stem: str | Path) -> list[Path]:

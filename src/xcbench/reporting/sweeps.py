@@ -50,15 +50,17 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         for j, (series, pts) in enumerate(lines.items()):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)])
-        ax.set_xscale("log" if opts.get("logx", True) else "linear")
+        if opts.get("logx", True):
+            ax.set_xscale("log")
+            style.log_ticks(ax, "x")
         if opts.get("logy"):
             ax.set_yscale("log")
+            style.log_ticks(ax, "y")
         ax.set_xlabel(opts.get("xlabel", opts.get("x_key", "x")))
         ax.set_ylabel(opts.get("ylabel", opts["y"]))
         if not opts.get("x_key"):
             ax.set_title(pretty(datasets[0]))
-        if lines:
-            ax.legend(frameon=False, fontsize=7)
+    style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0))
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
