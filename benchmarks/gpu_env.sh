@@ -1,4 +1,4 @@
-# Sourced by the GPU scripts (gpu_checks.sh, gpu_midx_seeds.sh): xcbench from src/ on the GPU machine's own python3,
+# Sourced by the GPU scripts (gpu_checks.sh, gpu_runs.sh): xcbench from src/ on the GPU machine's own python3,
 # and xcbench's light dependencies missing there (jsonschema and its needs) installed from wheels in .whl/ to /tmp/site.
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then
