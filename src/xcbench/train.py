@@ -1,4 +1,4 @@
-"""The method-agnostic training loop: `fit()` over any Model, `run()` for one result folder.
+"""The method-agnostic training loop: `fit()` over any Model, `run()` for one result folder (what it writes: records.py).
 
 Per epoch: set the scheduled learning rate, call `head.on_epoch_start(step, gen)` (index rebuilds
 with an explicit generator), run the batches (order from an explicit generator), evaluate on the
@@ -18,13 +18,8 @@ and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
 
 from __future__ import annotations
 
-import csv
-import io
-import logging
 import math
-import platform
 import resource
-import subprocess
 import time
 from pathlib import Path
 
@@ -33,21 +28,19 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from xcbench import __version__
 from xcbench.checkpoint import load_checkpoint
-from xcbench.config import ROOT, ConfigError, method_config, run_spec  # noqa: F401 (method_config: re-exported)
-from xcbench.device import deterministic_kernels, device_name
+from xcbench.config import ConfigError, method_config, run_spec  # noqa: F401 (method_config: re-exported)
+from xcbench.device import deterministic_kernels
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
+from xcbench.records import history_csv, log_epoch, resolved_config, run_metrics, run_record
 from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
 
-LOG = logging.getLogger("xcbench.train")
 CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
-WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
 
 class TrainingDiverged(FloatingPointError):
     """The training loss became NaN or infinite."""
@@ -227,52 +220,6 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             "memory": memory_report(model, opt, device), "head": last, "cut_short_after_epoch": cut_short}
 
 
-def format_values(values: dict) -> str:
-    """`k=v` pairs for a log line, numbers to 4 significant digits."""
-    return " ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in values.items())
-
-
-def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
-    """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent)."""
-    vals = format_values({k: v for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float))})
-    eta = (epochs - rec["epoch"]) * s_per_epoch
-    LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
-             rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def history_csv(history: list[dict]) -> str:
-    buf = io.StringIO()
-    keys = list(dict.fromkeys(k for h in history for k in h))
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    w.writerows(history)
-    return buf.getvalue()
-
-
-def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
-    """What every result folder's metrics.json says about where and how it ran."""
-    return {"device": str(device), "device_name": device_name(device), "seed": seed, "dataset": dataset,
-            "method": method, "scale": exp["scale"], "git_commit": git_commit(),
-            "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
-                         "python": platform.python_version()}}
-
-
-def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
-    """The settings one run trains with (its config.resolved.yaml): its run spec (config.run_spec), the
-    whole train config as given, the data it saw and the experiment it came from."""
-    _, train_cfg, _ = method_config(exp, dataset, method)
-    return {**run_spec(exp, dataset, method, seed), "train": train_cfg if task.trains else {}, "data": task.info,
-            "experiment": exp}
-
-
 def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
         interrupt_after: int | None = None) -> dict:
     """One (dataset, method, seed) of an experiment: record its resolved configuration, then let the
@@ -293,19 +240,7 @@ def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_d
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
     res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after,
               spec=run_spec(exp, dataset, method, seed))
-    hist = res["history"]
-    curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k not in WALL_CLOCK}
-    strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
-    best = [h for h in hist if h["epoch"] == res["best_epoch"]]
-    metrics = {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
-               "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
-               "first": next((strip(h) for h in hist if h["epoch"] == 1), {}),  # after one epoch (per-epoch head metrics)
-               "best": strip(best[0]) if best else {}, "best_epoch": res["best_epoch"],
-               "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
-               "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
-               "memory": res["memory"], "head": res["head"], "n_classes": task.n_classes,
-               **({"cut_short_after_epoch": res["cut_short_after_epoch"]} if res["cut_short_after_epoch"] else {}),
-               "log_n_classes": math.log(task.n_classes), **run_record(exp, dataset, method, seed, device)}
+    metrics = run_metrics(res, task.n_classes, run_record(exp, dataset, method, seed, device))
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
     (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record

@@ -86,7 +86,7 @@ class Probe(Task):
 def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device) -> dict:
     """What a measurement task's DAG job does: `task.measure(spec, seed)`, then the result folder
     (metrics.json, history.csv) like a training run's."""
-    from xcbench.train import LOG, format_values, run_record, history_csv
+    from xcbench.records import LOG, format_values, history_csv, run_record
     from xcbench.io import write_json, write_text
 
     label = f"{dataset}/{method}"

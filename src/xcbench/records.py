@@ -1,0 +1,90 @@
+"""What a run leaves behind: its log lines, metrics.json, history.csv and config.resolved.yaml.
+
+metrics.json (DESIGN.md sec. 6) holds the test metrics at the selected epoch (`metrics`), the history's
+rows after the first epoch (`first`), the last (`final`), the selected (`best`) and before training
+(`initial`), every per-epoch value as a list indexed by epoch (`curves`, wall-clock timings left out: they
+are in `final` and history.csv), wall time, peak memory, the head's report, and where and how the run
+ran (`run_record`: device, seed, git commit, library versions).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import platform
+import subprocess
+
+import numpy as np
+import torch
+
+from xcbench import __version__
+from xcbench.config import ROOT, method_config, run_spec
+from xcbench.device import device_name
+
+LOG = logging.getLogger("xcbench.train")
+WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
+
+
+def format_values(values: dict) -> str:
+    """`k=v` pairs for a log line, numbers to 4 significant digits."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in values.items())
+
+
+def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
+    """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent)."""
+    vals = format_values({k: v for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float))})
+    eta = (epochs - rec["epoch"]) * s_per_epoch
+    LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
+             rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def history_csv(history: list[dict]) -> str:
+    buf = io.StringIO()
+    keys = list(dict.fromkeys(k for h in history for k in h))
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(history)
+    return buf.getvalue()
+
+
+def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
+    """What every result folder's metrics.json says about where and how it ran."""
+    return {"device": str(device), "device_name": device_name(device), "seed": seed, "dataset": dataset,
+            "method": method, "scale": exp["scale"], "git_commit": git_commit(),
+            "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
+                         "python": platform.python_version()}}
+
+
+def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
+    """The settings one run trains with (its config.resolved.yaml): its run spec (config.run_spec), the
+    whole train config as given, the data it saw and the experiment it came from."""
+    _, train_cfg, _ = method_config(exp, dataset, method)
+    return {**run_spec(exp, dataset, method, seed), "train": train_cfg if task.trains else {}, "data": task.info,
+            "experiment": exp}
+
+
+def run_metrics(res: dict, n_classes: int, record: dict) -> dict:
+    """metrics.json of a finished `fit` (its result `res`), with the run's `record`."""
+    hist = res["history"]
+    curves = {k: [h.get(k) for h in hist] for k in dict.fromkeys(k for h in hist for k in h) if k not in WALL_CLOCK}
+    strip = lambda h: {k: v for k, v in h.items() if k not in ("epoch", "epoch_time_s", "lr")}  # noqa: E731
+    best = [h for h in hist if h["epoch"] == res["best_epoch"]]
+    return {"metrics": res["test"], "train_metrics": res["train"], "final": strip(hist[-1]) if hist else {},
+            "initial": strip(hist[0]) if hist and hist[0]["epoch"] == 0 else {},
+            "first": next((strip(h) for h in hist if h["epoch"] == 1), {}),  # after one epoch (per-epoch head metrics)
+            "best": strip(best[0]) if best else {}, "best_epoch": res["best_epoch"],
+            "curves": curves, "epochs": sum(h["epoch"] > 0 for h in hist),
+            "wall_time_s": res["wall_time_s"], "time_per_epoch_s": res["time_per_epoch_s"],
+            "memory": res["memory"], "head": res["head"], "n_classes": n_classes,
+            **({"cut_short_after_epoch": res["cut_short_after_epoch"]} if res["cut_short_after_epoch"] else {}),
+            "log_n_classes": math.log(n_classes), **record}
