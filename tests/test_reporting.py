@@ -269,3 +269,22 @@ def test_log_axis_labels_plain_numbers(lo, hi, want):
     shown = [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
              if t.get_text() and lo <= t.get_position()[0] <= hi]
     assert sorted(shown, key=float) == want
+
+
+def test_kept_runs_render_without_their_optional_library(monkeypatch):
+    """A method whose library is missing here stays in a rendering when its runs are in the results tree
+    (fig2's kept Annoy run), and is left out, named as not run, where they are not (quick scale: no runs)."""
+    from conftest import REPO
+
+    from xcbench import checks
+    from xcbench.reporting.collect import collect, for_rendering
+
+    real = checks.unavailable
+    monkeypatch.setattr(checks, "unavailable", lambda methods: {
+        **real(methods), **{m: "needs annoy" for m, s in methods.items() if s.get("params", {}).get("selector") == "annoy"}})
+    f, kept = REPO / "config/experiments/class_selection/table1.yaml", REPO / "reference/paper-cpu/results"
+    exp = for_rendering(f, "paper", kept)
+    assert "annoy_1" in exp["methods"] and "annoy_1" not in exp.get("unavailable", {})
+    assert any(r["method"] == "annoy_1" for r in collect(kept, exp))
+    bare = for_rendering(f, "quick", kept)
+    assert "annoy_1" not in bare["methods"] and "needs annoy" in bare["unavailable"]["annoy_1"]

@@ -101,8 +101,9 @@ def cmd_train(args) -> None:
 def cmd_render(args) -> None:
     """Render one table or figure from cached results only."""
     from xcbench.registry import RENDERERS
+    from xcbench.reporting.collect import for_rendering
 
-    exp = resolve_experiment(load_experiment(args.experiment), args.scale)
+    exp = for_rendering(args.experiment, args.scale, args.results)
     for p in RENDERERS.get(exp["render"]["renderer"])(exp, args.results, args.out, load_datasets(args.datasets)):
         print("wrote", p)
 
@@ -127,7 +128,7 @@ def cmd_rerender(args) -> None:
     from xcbench.config import ROOT
     from xcbench.registry import RENDERERS
     from xcbench.reporting.claims import write_claims
-    from xcbench.reporting.collect import collect, with_runs_only
+    from xcbench.reporting.collect import collect, for_rendering, with_runs_only
     from xcbench.reporting.report import write_report
 
     root = Path(args.root)
@@ -136,11 +137,12 @@ def cmd_rerender(args) -> None:
     for paper_dir in sorted((ROOT / "config" / "experiments").iterdir()):
         done = []
         for f in sorted(paper_dir.glob("*.yaml")):
-            exp = resolve_experiment(load_experiment(f), args.scale)
+            exp = for_rendering(f, args.scale, results)
             recs = collect(results, exp)
             if not recs:
                 continue
-            exp = with_runs_only(exp, recs)
+            # a kept tree renders the runs it holds, whatever this machine has installed: no "Not run here"
+            exp = {k: v for k, v in with_runs_only(exp, recs).items() if k != "unavailable"}
             out = figures / paper_dir.name / f.stem
             for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):
                 print("wrote", p)

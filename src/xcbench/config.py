@@ -176,8 +176,9 @@ def _expand_patterns(over: dict, known: dict, where: str) -> dict:
     return out
 
 
-def resolve_experiment(exp: dict, scale: str) -> dict:
-    """The experiment at one scale: base settings with `scales[scale]` merged on top."""
+def resolve_experiment(exp: dict, scale: str, check_libraries: bool = True) -> dict:
+    """The experiment at one scale: base settings with `scales[scale]` merged on top; methods whose optional
+    library is not installed are left out (`unavailable` says why) unless `check_libraries` is False."""
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {SCALES}, got {scale!r}")
     base = {k: v for k, v in exp.items() if k != "scales"}
@@ -211,7 +212,7 @@ def resolve_experiment(exp: dict, scale: str) -> dict:
             raise ConfigError(f"{out['artifact']}: methods {unknown} are not runs of {out['runs_of']}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("view_methods") if m in out["methods"]}
     from xcbench.checks import unavailable  # registries (torch): only here, not for loading a file
-    missing = unavailable(out["methods"])
+    missing = unavailable(out["methods"]) if check_libraries else {}
     if missing:  # an optional library is not installed: these runs are left out (the DAG says so, captions too)
         out["unavailable"] = {m: f"{out['methods'][m].get('label', m)}: {why}" for m, why in missing.items()}
         out["methods"] = {m: v for m, v in out["methods"].items() if m not in missing}

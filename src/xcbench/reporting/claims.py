@@ -19,10 +19,10 @@ from __future__ import annotations
 import operator
 from pathlib import Path
 
-from xcbench.config import load_experiment, resolve_experiment, validate
+from xcbench.config import validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
-from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.collect import aggregate, collect, for_rendering
 from xcbench.reporting.labels import method_label, pretty
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -161,7 +161,7 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
 
     def load(artifact: str) -> tuple[dict, list[dict]]:
         if artifact not in cache:
-            exp = resolve_experiment(load_experiment(Path(experiments_dir) / f"{artifact}.yaml"), scale)
+            exp = for_rendering(Path(experiments_dir) / f"{artifact}.yaml", scale, results)
             cache[artifact] = exp, collect(results, exp)
         return cache[artifact]
 

@@ -79,6 +79,25 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
     return out
 
 
+def for_rendering(path: str | Path, scale: str, results: str | Path) -> dict:
+    """The experiment as rendered from `results`: a method whose optional library is not installed here
+    stays when its runs are there (rendering reads their metrics.json, not the library), so a kept tree
+    renders the same with or without faiss or annoy; `unavailable` (the caption's "Not run here") keeps the
+    others."""
+    exp = resolve_experiment(load_experiment(path), scale)
+    if not exp.get("unavailable"):
+        return exp
+    every = resolve_experiment(load_experiment(path), scale, check_libraries=False)
+    ran = {m for d, m, s in expected_runs(every)
+           if m in exp["unavailable"] and (run_dir(results, every, d, m, s) / "metrics.json").exists()}
+    if not ran:
+        return exp
+    left = {m: why for m, why in exp["unavailable"].items() if m not in ran}
+    out = {k: v for k, v in exp.items() if k != "unavailable"}
+    out["methods"] = {m: spec for m, spec in every["methods"].items() if m in exp["methods"] or m in ran}
+    return {**out, **({"unavailable": left} if left else {})}
+
+
 def with_runs_only(exp: dict, records: list[dict]) -> dict:
     """The experiment narrowed to the datasets and methods that have runs among `records`: a kept
     results tree (reference/paper-cpu) that holds a few of an artifact's runs renders as a table of
