@@ -125,3 +125,17 @@ def test_a_scale_skips_methods_by_name_or_pattern_and_runs_every_other(tmp_path)
     f = _write(tmp_path, "t", {**BASE, "methods": methods, "scales": {"quick": {"skip": ["lsh_*"]}}})
     with pytest.raises(ConfigError, match=r"skip names \['lsh_\*'\], which match none"):
         resolve_experiment(load_experiment(f), "quick")
+
+
+def test_check_and_explain_do_not_depend_on_installed_libraries(monkeypatch):
+    """`xcbench check` reads the files: a method whose optional library is missing still runs at some scale
+    (fig2's annoy runs), and `explain` still shows its settings."""
+    from xcbench import checks
+    from xcbench.explain import explain
+
+    from conftest import REPO
+
+    monkeypatch.setattr(checks, "unavailable", lambda methods: {m: "needs a library" for m in methods})
+    assert check_repository(REPO / "config" / "experiments", REPO / "config" / "claims") == []
+    assert "selector_params.metric = 'angular'" in explain(REPO / "config/experiments/class_selection/fig2.yaml",
+                                                           "paper", "synthetic-faces-87k", "annoy_1")

@@ -58,7 +58,7 @@ def _leaves(d: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
 
 def explain(path: str | Path, scale: str, dataset: str, method: str, seed: int = 0) -> str:
     path = Path(path)
-    exp = resolve_experiment(load_experiment(path), scale)
+    exp = resolve_experiment(load_experiment(path), scale, check_libraries=False)  # its settings, installed or not
     spec = run_spec(exp, dataset, method, seed)
     docs = [(f, yaml.compose(f.read_text(encoding="utf-8"))) for f in _chain(path)]
     lines = [f"# run spec of {method} on {dataset}, seed {seed}, scale {scale} ({path})",
