@@ -25,7 +25,8 @@ def _order(exp: dict) -> tuple:
 
 @functools.lru_cache(maxsize=64)
 def _trainers(folder: str, scale: str, stamp: tuple) -> dict[str, tuple[str, str]]:
-    exps = [resolve_experiment(load_experiment(f), scale) for f in sorted(Path(folder).glob("*.yaml"))]
+    exps = [resolve_experiment(load_experiment(f), scale, check_libraries=False)  # where a run lives: not what is installed
+            for f in sorted(Path(folder).glob("*.yaml"))]
     owners: dict[str, tuple[str, str]] = {}
     for exp in sorted((e for e in exps if "runs_of" not in e), key=_order):
         for d, m, s in expected_runs(exp):
