@@ -178,3 +178,29 @@ def test_a_method_needing_a_missing_library_is_left_out_and_said(tmp_path, monke
     assert "Not run here: IVF: needs surely_not_installed_lib" in footer(res, {})
     monkeypatch.setattr(FaissIVF, "requires", None)
     assert list(resolve_experiment(load_experiment(tmp_path / "t.yaml"), "paper")["methods"]) == ["full", "ivf"]
+
+
+def test_extends_with_a_method_list_picks_the_parents_runs_with_their_overrides(tmp_path):
+    """`methods: [a, ...]` in a variant keeps those of the parent's methods with every override the parent
+    gives them (a scale's by name and by pattern, per dataset), drops the others' overrides and skip
+    entries, and names a method the parent lacks."""
+    parent = {**{k: v for k, v in TINY_EXP.items() if k != "scale"}, "artifact": "base",
+              "methods": {"a": {"head": "full_softmax", "params": {"init_std": 0.1}},
+                          "b": {"head": "full_softmax", "params": {"init_std": 0.2}},
+                          "c": {"head": "full_softmax"}},
+              "per_dataset": {"synthetic-xmc-tiny": {"methods": {"a": {"params": {"init_std": 0.3}},
+                                                                 "c": {"params": {"init_std": 0.4}}}}},
+              "scales": {"tiny": {"skip": ["c"], "methods": {"b": {"params": {"init_std": 0.5}},
+                                                           "a*": {"label": "A"}, "c": {"label": "C"}}}}}
+    write_yaml(tmp_path / "base.yaml", parent)
+    write_yaml(tmp_path / "v.yaml", {"paper": "test", "artifact": "v", "title": "v", "extends": "base", "methods": ["a", "b"],
+                                     "train": {"epochs": 3}})
+    from xcbench.config import method_config
+
+    v, p = (resolve_experiment(load_experiment(tmp_path / f), "tiny") for f in ("v.yaml", "base.yaml"))
+    assert list(v["methods"]) == ["a", "b"] and v["train"]["epochs"] == 3 and v["methods"]["a"]["label"] == "A"
+    for m in ("a", "b"):
+        assert method_config(v, "synthetic-xmc-tiny", m)[0] == method_config(p, "synthetic-xmc-tiny", m)[0]
+    write_yaml(tmp_path / "w.yaml", {"paper": "test", "artifact": "w", "title": "w", "extends": "base", "methods": ["a", "z"]})
+    with pytest.raises(ConfigError, match=r"\['z'\] are not methods of base"):
+        load_experiment(tmp_path / "w.yaml")

@@ -108,6 +108,8 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
             raise ConfigError(f"{path}: extends {exp['extends']!r}, but {parent_path} does not exist")
         parent = load_experiment(parent_path, _seen + (path,))
         base = {k: v for k, v in parent.items() if k != "extends"}
+        if isinstance(exp.get("methods"), list):  # a list picks the parent's runs by name, with their overrides
+            base = _pick_methods(base, exp.pop("methods"), path)
         replaced = ["methods"] if "methods" in exp else []  # a variant's own runs replace the parent's
         if "renderer" in exp.get("render", {}):  # so does a rendering of its own; other render keys layer on
             replaced.append("render")
@@ -136,6 +138,32 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     if not _seen:
         exp["source"] = str(path)  # where runs of equal settings are looked up (collect.trainers)
     return exp
+
+
+def _pick_methods(parent: dict, names: list[str], path: Path) -> dict:
+    """`extends` with `methods: [a, b]`: the parent's file narrowed to those methods, each with its settings
+    and the parent's overrides of it (in `scales:` and `per_dataset:`, patterns included), so the variant
+    trains them as the parent does; `skip` entries and overrides of other methods are dropped."""
+    known = normalise_methods(parent.get("methods", {}))
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        raise ConfigError(f"{path}: methods {unknown} are not methods of {parent.get('artifact')}")
+    hits = lambda key: bool(fnmatch.filter(names, key))  # noqa: E731  (a name, or a pattern such as gru_*)
+
+    def narrow(block: dict) -> dict:
+        out = dict(block)
+        if isinstance(out.get("methods"), dict):
+            out["methods"] = {k: v for k, v in out["methods"].items() if hits(k)}
+        if "skip" in out:
+            out["skip"] = [k for k in out["skip"] if hits(k)]
+        if "per_dataset" in out:
+            out["per_dataset"] = {d: narrow(v) for d, v in out["per_dataset"].items()}
+        return out
+
+    out = narrow({**parent, "methods": {m: known[m] for m in names}})
+    if "scales" in out:
+        out["scales"] = {s: narrow(sc) for s, sc in out["scales"].items()}
+    return out
 
 
 def _layer(parent: dict, child: dict) -> dict:
