@@ -141,8 +141,7 @@ def cmd_rerender(args) -> None:
             recs = collect(results, exp)
             if not recs:
                 continue
-            # a kept tree renders the runs it holds, whatever this machine has installed: no "Not run here"
-            exp = {k: v for k, v in with_runs_only(exp, recs).items() if k != "unavailable"}
+            exp = with_runs_only(exp, recs)
             out = figures / paper_dir.name / f.stem
             for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):
                 print("wrote", p)

@@ -85,10 +85,11 @@ def for_rendering(path: str | Path, scale: str, results: str | Path) -> dict:
     stays when its runs are there (rendering reads their metrics.json, not the library), so a kept tree
     renders the same with or without faiss or annoy; `unavailable` (the caption's "Not run here") keeps the
     others."""
-    exp = resolve_experiment(load_experiment(path), scale)
+    raw = load_experiment(path)
+    exp = resolve_experiment(raw, scale)
     if not exp.get("unavailable"):
         return exp
-    every = resolve_experiment(load_experiment(path), scale, check_libraries=False)
+    every = resolve_experiment(raw, scale, check_libraries=False)
     ran = {m for d, m, s in expected_runs(every)
            if m in exp["unavailable"] and (run_dir(results, every, d, m, s) / "metrics.json").exists()}
     if not ran:
@@ -102,7 +103,10 @@ def for_rendering(path: str | Path, scale: str, results: str | Path) -> dict:
 def with_runs_only(exp: dict, records: list[dict]) -> dict:
     """The experiment narrowed to the datasets and methods that have runs among `records`: a kept
     results tree (reference/paper-cpu) that holds a few of an artifact's runs renders as a table of
-    those, not one of empty cells; the caption says so. Unchanged when every run is there."""
+    those, not one of empty cells; the caption says so. It renders what it holds whatever this machine
+    has installed, so without `unavailable` (no "Not run here"). Unchanged when every run is there."""
+    if "unavailable" in exp:
+        exp = {k: v for k, v in exp.items() if k != "unavailable"}
     ds, ms = {r["dataset"] for r in records}, {r["method"] for r in records}
     if set(exp["datasets"]) <= ds and set(exp["methods"]) <= ms:
         return exp
