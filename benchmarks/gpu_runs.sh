@@ -5,7 +5,8 @@
 # $OUT/$NAME.tgz (checkpoints left out); the checkpoint of a cut run goes back beside it in 15 MiB parts
 # (cat <method>_seed<S>_checkpoint.pt.part* > results/.../<method>/seed<S>/checkpoint.pt, then `xcbench
 # train` with that --out continues it). SEED not in the file's `seeds:` is added for these runs and the
-# file put back on exit. Carry data/processed/$DATASET (and .whl, benchmarks/gpu_env.sh).
+# file put back on exit. READ_AHEAD: threads generating lazy face batches ahead (`xcbench train --read-ahead`).
+# Carry data/processed/$DATASET (and .whl, benchmarks/gpu_env.sh).
 #
 #   EXP=config/experiments/class_selection/table2_epochs.yaml DATASET=synthetic-faces-87k METHODS="full random_1 hf_a" \
 #     LIMIT=420 bash benchmarks/gpu_runs.sh
@@ -19,7 +20,7 @@ cp "$EXP" /tmp/gpu_runs_exp.orig && trap 'cp /tmp/gpu_runs_exp.orig "$EXP"' EXIT
 grep -q "^seeds: .*\b$SEED\b" "$EXP" || sed -i "s/^seeds: \[\(.*\)\]/seeds: [\1, $SEED]/" "$EXP"
 train() {  # [TMO=seconds] train METHOD [--finish]
   ${TMO:+timeout $TMO} python3 -m xcbench train --experiment "$EXP" --scale "$SCALE" --dataset "$DATASET" --method "$1" \
-    --seed "$SEED" --processed "data/processed/$DATASET/dataset.npz" --device "$DEVICE" --threads 1 \
+    --seed "$SEED" --processed "data/processed/$DATASET/dataset.npz" --device "$DEVICE" --threads 1 ${READ_AHEAD:+--read-ahead $READ_AHEAD} \
     --out "$RUNS/$1/seed$SEED" "${@:2}" >> "$RUNS/$1.log" 2>&1
 }
 mkdir -p "$RUNS"

@@ -4,8 +4,9 @@ For every method of one experiment file, on one prepared dataset, this builds th
 exactly as `python -m xcbench train` does (train.method_config / build_model / make_optimizer),
 builds the head's index once (`on_epoch_start`, timed apart), then times `--steps` training steps
 (train.train_step: loss, backward, clipping, optimizer, after-step hook) after one warm-up step and
-one evaluation pass over the task's validation splits. Projection: epoch = batches x median step +
-evaluation; run = epochs x epoch. Use it before a paper-scale run, e.g.
+one evaluation pass over the task's validation splits. Projection: epoch = batches x (median step +
+median wait for its batch, which lazily generated rows make long: data/faces.py) + evaluation;
+run = epochs x epoch. Use it before a paper-scale run, e.g.
 
     python benchmarks/train_step.py --experiment config/experiments/rff/fig3.yaml --scale paper \\
         --dataset ptb --processed data/processed/ptb/dataset.npz
@@ -47,9 +48,13 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     _sync(device)
     build_s = time.perf_counter() - t0
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss")
-    times = []
-    for i, (x, y, idx) in enumerate(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)):
+    times, waits = [], []   # the step; the wait for its batch (rows generated per batch: data/faces.py)
+    batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        x, y, idx = next(batches)
         _sync(device)
+        waits.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
         _sync(device)
@@ -59,17 +64,19 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     evaluate_splits(model, task)
     eval_s = time.perf_counter() - t0
     step_s, nb, epochs = statistics.median(times[1:]), task.n_train_batches(bs), int(train_cfg["epochs"])
-    epoch_s = nb * step_s + eval_s + build_s
-    return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "steps_timed": len(times) - 1,
+    data_s = statistics.median(waits[1:])
+    epoch_s = nb * (step_s + data_s) + eval_s + build_s
+    return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
+            "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
 
 
 def table(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "", "| method | ms / step | index build s | eval s | batches / epoch | epoch (min) | "
-             "epochs | run (h) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"# {title}", "", "| method | ms / step | data wait ms | index build s | eval s | batches / epoch | "
+             "epoch (min) | epochs | run (h) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {r['index_build_s']:.2f} | {r['eval_s']:.1f} | "
+        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | {r['eval_s']:.1f} | "
                      f"{r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -88,6 +95,8 @@ def main() -> None:
     p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
     p.add_argument("--methods", nargs="*", default=None, help="default: every method of the experiment")
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--read-ahead", type=int, default=None, help="threads generating lazy batches ahead (as "
+                   "`xcbench train --read-ahead`; default: 0 on the CPU, up to 4 with a GPU)")
     p.add_argument("--device", default="auto")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
     p.add_argument("--nondeterministic", action="store_true",
@@ -109,6 +118,7 @@ def main() -> None:
         deterministic_kernels(device)
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
                      dataset=a.dataset)
+    task.read_ahead = a.read_ahead
     rows = []
     for method in a.methods or list(exp["methods"]):
         rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,

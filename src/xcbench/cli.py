@@ -92,6 +92,7 @@ def cmd_train(args) -> None:
     entry = _entry(args)
     task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
                      dataset=args.dataset)
+    task.read_ahead = args.read_ahead
     m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
     print({k: round(v, 4) for k, v in m["metrics"].items()})
     rows = "per epoch" if task.trains else "one row per measured value"
@@ -229,6 +230,8 @@ def parser() -> argparse.ArgumentParser:
              choices=["auto", "cpu", "cuda"]),
          opt("--threads", "torch intra-op threads (default: torch's own, all cores); the DAG passes its rule's "
              "threads", type=int, default=None),
+         opt("--read-ahead", "threads generating lazily made training batches ahead of the step (synthetic faces); "
+             "the results do not depend on it (default: 0 on the CPU, up to 4 with a GPU)", type=int, default=None),
          opt("--finish", "end a run cut short (time limit) at its last checkpointed epoch: test the selected epoch "
              "and write the result; metrics.json says so", action="store_true"),
          opt("--checkpoint-minutes", "also checkpoint inside an epoch every this many minutes, for heads that can "

@@ -6,6 +6,7 @@
                                            `parse_params` (unknown names and wrong types are errors)
       .in_dim, .n_classes, .stats          sizes and training-set statistics for `Head.setup`
       .train_batches(batch_size, gen, start)  one epoch of (x, y, idx) batches, order from `gen`, from batch `start`
+      .read_ahead                          threads that generate lazily made batches ahead (`--read-ahead`)
       .probe_batch()                       a fixed (x, y) batch for the heads' per-epoch metrics
       .evaluate(model, split)              {metric name: value} on "val" or "test"
       .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
@@ -50,6 +51,7 @@ class Task:
     eval_splits: tuple[str, ...] = ("val",)  # evaluated after every epoch, keys prefixed "<split>_"
     eval_at_start = False                    # also evaluate before the first epoch (curves from epoch 0)
     probe_size = 256                         # examples in `probe_batch`
+    read_ahead: int | None = None            # threads generating lazy batches ahead (None: data.prefetch's default)
 
     @classmethod
     def parse_params(cls, params: dict | None, source: str = "experiment") -> dict:

@@ -24,6 +24,7 @@ import torch
 
 from xcbench.data.datasets import load_npz, split_rows
 from xcbench.data.faces import FaceModel, LazyRows
+from xcbench.data.prefetch import default_workers, read_ahead
 from xcbench.registry import TASKS
 from xcbench.seed import numpy_generator
 from xcbench.tasks.base import Param, Task, shuffled_batches
@@ -114,8 +115,12 @@ class MultiClassTask(Task):
 
     def train_batches(self, batch_size, gen, start=0):
         # drop_last: the in-batch estimators average over the B - 1 other examples
-        for b in shuffled_batches(len(self.y["train"]), batch_size, gen, drop_last=True, start=start):
-            yield self.x["train"][b].to(self.device), self.y["train"][b].to(self.device), b.to(self.device)
+        x, y = self.x["train"], self.y["train"]
+        batches = shuffled_batches(len(y), batch_size, gen, drop_last=True, start=start)
+        w = default_workers(self.device.type) if self.read_ahead is None else self.read_ahead
+        w = w if isinstance(x, LazyRows) else 0                   # lazy rows: generated ahead in w threads
+        for b, xb in read_ahead(lambda b: (b, x[b]), batches, w):
+            yield xb.to(self.device), y[b].to(self.device), b.to(self.device)
 
     @torch.no_grad()
     def evaluate(self, model, split):
