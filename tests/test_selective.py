@@ -519,3 +519,24 @@ def test_inner_rerank_ranks_the_pool_by_response():
     got = torch.zeros(6, len(W), dtype=torch.bool)
     got[rows, cls] = True
     assert got.gather(1, want).float().mean() >= 0.9
+
+
+@pytest.mark.parametrize("chunk", [1 << 26, 3 * 5 * 8, 1])
+def test_batched_pool_scores_equal_the_per_query_ones(chunk, monkeypatch):
+    """The GPU's gathered-pool scoring (rerank.batched: chunks of queries' padded rows, one batched
+    product) gives the CPU loop's scores, 0 at the padding, in one chunk, several, or one query each."""
+    monkeypatch.setattr(rr, "GATHER_CHUNK", chunk)
+    g = torch.Generator().manual_seed(3)
+    U = F.normalize(torch.randn(50, 8, generator=g), dim=1)
+    x = F.normalize(torch.randn(7, 8, generator=g), dim=1)
+    cnt = torch.tensor([5, 0, 3, 5, 1, 4, 2])
+    cand = torch.full((7, 5), 50)
+    for b, k in enumerate(cnt.tolist()):
+        cand[b, :k] = torch.randperm(50, generator=g)[:k].sort().values
+    monkeypatch.setattr(rr, "DENSE_RATIO", 0)
+    loop = rr.score(U, x, cand, cnt)                                               # the CPU's per-query path
+    got = rr.batched(U, x, cand)
+    assert torch.allclose(got, loop, atol=1e-6) and (got[cand == 50] == 0).all()
+    assert torch.allclose(got, (x @ U.T).gather(1, cand.clamp(max=49)).masked_fill(cand == 50, 0), atol=1e-6)
+    low = U.to(torch.bfloat16)
+    assert torch.allclose(rr.batched(low, x, cand).float(), rr.score(U, x, cand, cnt, low).float(), atol=1e-2)
