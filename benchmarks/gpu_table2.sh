@@ -18,9 +18,10 @@ timeout 120 "${TS[@]}" --methods full random_1 hf_a --read-ahead 4 --name train_
   2>&1 | grep -v '^{'
 timeout 60 "${TS[@]}" --methods full --read-ahead 0 --name train_step_class_selection_table2_paper_cuda_inline \
   2>&1 | grep -v '^{' | tail -n 3
+mkdir -p /tmp/runs_out   # gpu_runs.sh's OUT: its checkpoint parts (270 MB for a cut Full) stay behind
 OUT=/tmp/runs_out EXP=$E DATASET=$D METHODS=full READ_AHEAD=4 NAME=table2_epochs_full \
   LIMIT=$((BUDGET - SECONDS - 90)) bash benchmarks/gpu_runs.sh
-mkdir -p /tmp/runs_out; cp /tmp/runs_out/table2_epochs_full.tgz /tmp/gpu_runs/full.log "$OUT/" 2>/dev/null
+cp /tmp/runs_out/table2_epochs_full.tgz /tmp/gpu_runs/full.log "$OUT/"
 left=$((BUDGET - SECONDS))
 echo "== $SECONDS s used, $left s left"
 [ "$left" -gt 45 ] && timeout "$left" python3 benchmarks/train_step.py --experiment config/experiments/midx/table4.yaml \
