@@ -1,6 +1,6 @@
 """Shared by the MIDX Table 4 benchmarks (midx_protocols, midx_full_model, midx_transformer_lr,
 midx_eval_state): one paper-scale Table 4 run on PTB built as `xcbench train` builds it
-(config.method_config, tasks.make_task, model.build_model, seed 0, CPU), with the overrides a
+(runspec.method_config, tasks.make_task, model.build_model, seed 0, CPU), with the overrides a
 benchmark varies, and a short training of it in a throwaway folder."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ def build(method: str, processed: str, params: dict | None = None, model: dict |
     task's evaluation windows (zero | carry)."""
     import torch
 
-    from xcbench.config import dataset_entry, deep_merge, load_datasets, load_experiment, method_config, resolve_experiment
+    from xcbench.config import dataset_entry, deep_merge, load_datasets, load_experiment, resolve_experiment
+    from xcbench.runspec import method_config
     from xcbench.model import build_model
     from xcbench.tasks.base import make_task
 

@@ -195,7 +195,7 @@ def test_extends_with_a_method_list_picks_the_parents_runs_with_their_overrides(
     write_yaml(tmp_path / "base.yaml", parent)
     write_yaml(tmp_path / "v.yaml", {"paper": "test", "artifact": "v", "title": "v", "extends": "base", "methods": ["a", "b"],
                                      "train": {"epochs": 3}})
-    from xcbench.config import method_config
+    from xcbench.runspec import method_config
 
     v, p = (resolve_experiment(load_experiment(tmp_path / f), "tiny") for f in ("v.yaml", "base.yaml"))
     assert list(v["methods"]) == ["a", "b"] and v["train"]["epochs"] == 3 and v["methods"]["a"]["label"] == "A"

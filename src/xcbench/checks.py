@@ -19,7 +19,8 @@ import importlib.util
 import inspect
 from pathlib import Path
 
-from xcbench.config import ConfigError, method_config, task_config
+from xcbench.config import ConfigError
+from xcbench.runspec import method_config, task_config
 from xcbench.registry import (DUALS, ENCODERS, HEADS, OPTIMIZERS, SAMPLERS, SCHEDULES, SELECTORS, TASKS,
                               UnknownNameError)
 

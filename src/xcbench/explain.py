@@ -1,4 +1,4 @@
-"""`xcbench explain`: a run's resolved settings (the run spec that trains it, config.run_spec) and, for
+"""`xcbench explain`: a run's resolved settings (the run spec that trains it, runspec.run_spec) and, for
 every value, the file and line that set it.
 
 The resolver's precedence (config.py) is walked backwards: for a key of the spec, the places it can
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from xcbench.config import load_experiment, resolve_experiment, run_spec
+from xcbench.config import load_experiment, resolve_experiment
+from xcbench.runspec import run_spec
 from xcbench.reporting.collect import run_location
 
 SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first

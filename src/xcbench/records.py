@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from xcbench import __version__
-from xcbench.config import ROOT, method_config, run_spec
+from xcbench.config import ROOT
+from xcbench.runspec import method_config, run_spec
 from xcbench.device import device_name
 
 LOG = logging.getLogger("xcbench.train")
@@ -66,7 +67,7 @@ def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.de
 
 
 def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
-    """The settings one run trains with (its config.resolved.yaml): its run spec (config.run_spec), the
+    """The settings one run trains with (its config.resolved.yaml): its run spec (runspec.run_spec), the
     whole train config as given, the data it saw and the experiment it came from."""
     _, train_cfg, _ = method_config(exp, dataset, method)
     return {**run_spec(exp, dataset, method, seed), "train": train_cfg if task.trains else {}, "data": task.info,

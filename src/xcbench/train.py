@@ -29,7 +29,8 @@ from torch import nn
 from tqdm import tqdm
 
 from xcbench.checkpoint import load_checkpoint
-from xcbench.config import ConfigError, method_config, run_spec  # noqa: F401 (method_config: re-exported)
+from xcbench.config import ConfigError
+from xcbench.runspec import method_config, run_spec  # noqa: F401 (method_config: re-exported)
 from xcbench.device import deterministic_kernels
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment, run_spec, spec_hash
+from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment
+from xcbench.runspec import run_spec, spec_hash
 from xcbench.checks import check_experiment
 from xcbench.io import write_yaml
 from xcbench.reporting.collect import expected_runs, run_location

@@ -1,7 +1,7 @@
 """Caption and footer text for every table and figure: title, scale, data substitutions, seeds, and
 the setup of the runs shown, every number read from the runs' resolved configuration
 as each run recorded it in its config.resolved.yaml (a kept tree re-renders with the settings its runs had;
-a run without one falls back to `config.method_config` of today's file), never restated by hand; runs cut
+a run without one falls back to `runspec.method_config` of today's file), never restated by hand; runs cut
 short or stopped early are named. A setting shared by every run is stated once; one that differs is stated per group of runs
 ("Delicious: ...", "Dense + intermediate: ..."). Fixed features are stated only for datasets whose
 raw samples are not feature vectors (FEATURE_FORMATS): dense datasets (synthetic faces) use their
@@ -99,7 +99,7 @@ def _grouped(values: dict[tuple[str, str], str], exp: dict) -> str:
 def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None) -> dict:
     """(spec, train, model) of each shown run: the settings it was trained with, read from its
     config.resolved.yaml (collect attaches it), else those today's experiment file resolves to."""
-    from xcbench.config import method_config
+    from xcbench.runspec import method_config
 
     own = {(r["dataset"], r["method"]): r["resolved"] for r in recs or [] if r.get("resolved")}
     out = {}

@@ -8,7 +8,8 @@ import re
 import statistics
 from pathlib import Path
 
-from xcbench.config import load_experiment, resolve_experiment, run_spec, spec_hash
+from xcbench.config import load_experiment, resolve_experiment
+from xcbench.runspec import run_spec, spec_hash
 from xcbench.io import read_json, read_yaml
 
 
@@ -44,7 +45,7 @@ def trainers(folder: str | Path, scale: str) -> dict[str, tuple[str, str]]:
 
 def run_location(exp: dict, dataset: str, method: str, seed: int) -> tuple[str, str]:
     """(artifact, method key) of the run that one (dataset, method, seed) of this experiment reads:
-    the run of identical settings (config.run_spec, names aside) that trains first in the paper's
+    the run of identical settings (runspec.run_spec, names aside) that trains first in the paper's
     folder (`trainers`), else its own (a `runs_of` view: its owner's)."""
     own = (exp.get("runs_of", exp["artifact"]), method)
     if "source" not in exp:  # an experiment built in code, not loaded from a folder

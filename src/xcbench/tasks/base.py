@@ -21,7 +21,8 @@ from typing import Any, Iterator, NamedTuple
 
 import torch
 
-from xcbench.config import ConfigError, task_config
+from xcbench.config import ConfigError
+from xcbench.runspec import task_config
 from xcbench.registry import TASKS
 
 

@@ -1,0 +1,62 @@
+"""What one run is: its method, train and model settings after every override, its task, and the run
+spec that names it (`run_spec`, hashed by `spec_hash` into the DAG's train rule and checked against a
+checkpoint before it resumes).
+
+Order of overrides (last wins): the experiment's settings (after its scale: config.resolve_experiment),
+the dataset's `per_dataset` entry (train, model, task, and head params under `methods`), the method's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from xcbench import __version__
+from xcbench.config import deep_merge
+
+
+def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
+    """(method spec, train config, model config) of one run: the experiment's settings, overridden by
+    its `per_dataset` entry (train, model, and the method's head params under `methods`), overridden
+    by the method's own."""
+    spec = exp["methods"][method]
+    per_ds = exp.get("per_dataset", {}).get(dataset, {})
+    over = per_ds.get("methods", {}).get(method, {})
+    if over:
+        spec = deep_merge(spec, over)
+    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
+    base = exp.get("model", {})
+    enc = per_ds.get("model", {}).get("encoder")
+    if isinstance(enc, dict) and enc.get("name") != base.get("encoder", {}).get("name"):
+        base = {k: v for k, v in base.items() if k != "encoder"}  # another encoder: none of the base's params
+    model_cfg = deep_merge(deep_merge(base, per_ds.get("model", {})), spec.get("model", {}))
+    return spec, train_cfg, model_cfg
+
+
+def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:
+    """(task name, params as written) of one dataset's runs: the experiment's task, overridden or
+    replaced by the dataset's `per_dataset` entry (make_task's rule)."""
+    own = exp.get("per_dataset", {}).get(dataset, {}).get("task", {})
+    name = own.get("name", exp["task"]["name"])
+    base = {} if name != exp["task"]["name"] else (exp["task"].get("params") or {})
+    return name, {**base, **(own.get("params") or {})}
+
+
+NOT_SPEC = ("finish", "checkpoint_minutes")  # train keys that do not change what is trained (set by the CLI)
+
+
+def run_spec(exp: dict, dataset: str, method: str, seed: int) -> dict:
+    """The settings that change what one run trains: what its checkpoint must match and what the
+    DAG's train job depends on (`spec_hash`), so that notes, captions, literature rows and render
+    options never retrain while a changed learning rate does."""
+    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
+    task, params = task_config(exp, dataset)
+    return {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
+            "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
+            "train": {k: v for k, v in train_cfg.items() if k not in NOT_SPEC}, "model": model_cfg,
+            "task": {"name": task, "params": params}, "features": exp.get("features"), "xcbench": __version__}
+
+
+def spec_hash(spec: dict) -> str:
+    """A short stable digest of a run spec (the train rule's `params:`)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
