@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,3 +198,26 @@ def test_only_heads_without_hooks_resume_inside_an_epoch():
     assert marked, "the full softmax at least resumes inside an epoch"
     for c in marked:
         assert c.on_epoch_start is Head.on_epoch_start and c.after_step is Head.after_step, c.__name__
+
+
+def test_long_epochs_log_their_progress_where_no_bar_shows(tiny_xmc, tiny_exp, tmp_path, monkeypatch, caplog):
+    """Where tqdm is silent (a log file, a DAG job: not a terminal), an epoch logs the batch it reached,
+    the rate and its ETA every PROGRESS_S seconds (here every batch); records.progress counts from the
+    epoch's first batch (a resumed epoch's rate is not divided by the batches it skipped)."""
+    import logging
+
+    from xcbench import records
+
+    monkeypatch.setattr(records, "PROGRESS_S", 0.0)
+    tiny_exp["train"]["epochs"] = 1
+    with caplog.at_level(logging.INFO, logger="xcbench.train"):
+        _run(tiny_xmc, tiny_exp, tmp_path / "a")
+    lines = [r.getMessage() for r in caplog.records if ": batch " in r.getMessage()]
+    assert lines and all("epoch 1: batch" in m and "s/batch, epoch ETA" in m for m in lines)
+    done = [re.search(r"batch (\d+)/(\d+)", m).groups() for m in lines]
+    assert [int(k) for k, _ in done] == list(range(1, int(done[0][1])))                  # batches done, all but the last
+    caplog.clear()
+    tick = records.progress("x/y", 3, 100, first=40, every_s=0.0)
+    with caplog.at_level(logging.INFO, logger="xcbench.train"):
+        tick(40), tick(90)
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == ["x/y epoch 3: batch 90/100 (90%)"]

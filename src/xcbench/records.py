@@ -15,6 +15,7 @@ import logging
 import math
 import platform
 import subprocess
+import time
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from xcbench.device import device_name
 
 LOG = logging.getLogger("xcbench.train")
 WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
+PROGRESS_S = 300.0  # inside an epoch, a log line this often where no progress bar shows (a log file, a DAG job)
 
 
 def format_values(values: dict) -> str:
@@ -39,6 +41,25 @@ def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
     eta = (epochs - rec["epoch"]) * s_per_epoch
     LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
              rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)
+
+
+def progress(label: str, epoch: int, nb: int, first: int, every_s: float | None = None):
+    """`tick(step)` for the batches of one epoch: every `every_s` seconds (PROGRESS_S) a log line with the
+    batch reached, the rate and the epoch's ETA (a paper-scale epoch on a CPU runs for hours, and tqdm is
+    silent where the output is not a terminal)."""
+    every_s = PROGRESS_S if every_s is None else every_s
+    t0 = last = time.perf_counter()
+
+    def tick(step: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last < every_s or step <= first:
+            return
+        last, rate = now, (now - t0) / (step - first)
+        eta = (nb - step) * rate
+        LOG.info("%s epoch %d: batch %d/%d (%.0f%%), %.3g s/batch, epoch ETA %dm%02ds", label, epoch, step, nb,
+                 100 * step / nb, rate, eta // 60, eta % 60)
+    return tick
 
 
 def git_commit() -> str | None:

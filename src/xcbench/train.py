@@ -35,7 +35,7 @@ from xcbench.device import deterministic_kernels
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
-from xcbench.records import history_csv, log_epoch, resolved_config, run_metrics, run_record
+from xcbench.records import history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
 from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
@@ -175,7 +175,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
         batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,
                        desc=f"epoch {epoch + 1}", disable=None)
+        tick = progress(label, epoch + 1, nb, skip) if batches.disable else lambda step: None
         for step, (x, y, idx) in enumerate(batches, start=skip):
+            tick(step)
             loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
