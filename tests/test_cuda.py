@@ -82,6 +82,26 @@ def test_selectors_choose_the_same_classes_on_cuda(name):
     assert torch.equal(out["cpu"], out["cuda"]), name
 
 
+@pytest.mark.parametrize("params", [{"trees": 4, "leaf": 4, "probe": 4}, {"trees": 4, "leaf": 4, "pool": 8, "rerank": "inner"}])
+def test_hf_scores_gathered_pools_in_batches_on_cuda_and_selects_the_cpus_classes(params, monkeypatch):
+    """DENSE_RATIO 0: every pool is scored from gathered rows, one query at a time on the CPU and by
+    rerank.batched (padded rows of chunks of queries, one bmm) on CUDA: the same selected set."""
+    from test_selective import clustered
+    from xcbench.selectors import rerank as rr
+
+    monkeypatch.setattr(rr, "DENSE_RATIO", 0)
+    monkeypatch.setattr(rr, "GATHER_CHUNK", 3 * 8 * 200)   # several chunks
+    W, g = clustered()
+    h, y = torch.randn(16, W.shape[1], generator=g), torch.randint(len(W), (16,), generator=g)
+    out = {}
+    for key, dev in DEVICES.items():
+        sel = SELECTORS.get("hf")(len(W), **params).to(dev)
+        sel.bind(W.to(dev))
+        sel.update(W.to(dev), torch.Generator().manual_seed(2))
+        out[key] = sel.select(h.to(dev), y.to(dev), 120, torch.Generator().manual_seed(3)).cpu()
+    assert torch.equal(out["cpu"], out["cuda"])
+
+
 @pytest.mark.parametrize("name", ["full_softmax", "normalized_softmax", "bce", "sq_hinge"])
 def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
     if name not in HEADS.names():
