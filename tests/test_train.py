@@ -221,3 +221,19 @@ def test_long_epochs_log_their_progress_where_no_bar_shows(tiny_xmc, tiny_exp, t
     with caplog.at_level(logging.INFO, logger="xcbench.train"):
         tick(40), tick(90)
     assert [r.getMessage().split(",")[0] for r in caplog.records] == ["x/y epoch 3: batch 90/100 (90%)"]
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_train_runs_numpys_blas_on_one_thread_unless_told(preset, monkeypatch, capsys, tmp_path):
+    """`xcbench train` sets OPENBLAS_NUM_THREADS=1 before numpy loads (a job's own process), keeping a value
+    the environment gives; here a run that fails at its method name still shows the setting."""
+    from xcbench import cli
+
+    if preset is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", preset)
+    rc = cli.main(["train", "--experiment", "config/experiments/class_selection/fig2.yaml", "--scale", "tiny",
+                   "--dataset", "synthetic-faces-tiny", "--method", "no_such_method", "--processed", "none.npz", "--out", str(tmp_path)])
+    assert rc == 1 and "no_such_method" in capsys.readouterr().err
+    assert os.environ["OPENBLAS_NUM_THREADS"] == (preset or "1")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +69,11 @@ def cmd_features(args) -> None:
 
 def cmd_train(args) -> None:
     """Train (or measure) one run: an experiment's method on a dataset with a seed; resumes from its checkpoint."""
+    # numpy's BLAS on one thread unless the environment says otherwise (read when numpy loads, below): a train
+    # job's numpy work is the lazy faces' two small products per batch, which BLAS threads make no faster and
+    # read-ahead threads oversubscribe (16 cores: 4 read-ahead threads 4.0 ms a batch with the default BLAS
+    # threads, 1.8 ms with one; inline 3.8 and 3.6: benchmarks/out/read_ahead_h100_machine.md). Same values.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from xcbench.device import pick_device
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
