@@ -55,6 +55,22 @@ def test_curves_figure(results, tmp_path, catalogue):
     assert png1[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_metric_curves_caption_names_each_panels_curves(tmp_path, catalogue):
+    """Figure 1's renderer: one panel per group, and the caption's table of values names the group of each
+    curve (two groups both have a 'K = 1' line; the table must not leave them ambiguous)."""
+    for s in (0, 1):
+        write_json(tmp_path / "quick" / "p" / "t" / "d1" / "m1" / f"seed{s}" / "metrics.json",
+                   {"metrics": {}, "curves": {"epoch": [0, 1, 2], "cp_1": [None, 0.5, 0.7 + 0.1 * s],
+                                              "ncg_1": [None, 0.9, 0.8]}})
+    exp = {**EXP, "datasets": ["d1"], "methods": {"m1": {"head": "m1"}},
+           "render": {"kind": "figure", "renderer": "metric_curves",
+                      "groups": [{"label": "average CP_K", "keys": ["cp_1"], "names": ["K = 1"]},
+                                 {"label": "average NCG_K", "keys": ["ncg_1"], "names": ["K = 1"]}]}}
+    RENDERERS.get("metric_curves")(exp, str(tmp_path), str(tmp_path / "f"), catalogue)
+    md = (tmp_path / "f.caption.md").read_text()
+    assert "| d1 | average CP_K, K = 1 | 0.5000, 0.7500 |" in md and "| d1 | average NCG_K, K = 1 | 0.9000, 0.8000 |" in md
+
+
 def test_claims_verdicts(results, tmp_path):
     write_yaml(tmp_path / "exps" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
     claims = {"paper": "p", "claims": [

@@ -80,7 +80,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
                 Y = np.asarray([[dict(zip(c["epoch"], c[key])).get(e) for e, _ in pts] for c in runs], float)
                 ax.plot([e for e, _ in pts], Y.mean(0), label=name, marker=MARKERS[j % len(MARKERS)], markersize=3,
                         linestyle=LINESTYLES[j % len(LINESTYLES)])
-                rows.append(f"| {pretty(d)} | {name} | " + ", ".join(f"{v:.4f}" for v in Y.mean(0)) + " |")
+                rows.append(f"| {pretty(d)} | {g['label']}, {name} | " + ", ".join(f"{v:.4f}" for v in Y.mean(0)) + " |")
             ax.set_title(f"{pretty(d)}: {g['label']}")
             ax.set_xlabel("epoch")
             ax.set_ylabel(g["label"])
