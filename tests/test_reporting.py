@@ -71,6 +71,17 @@ def test_metric_curves_caption_names_each_panels_curves(tmp_path, catalogue):
     assert "| d1 | average CP_K, K = 1 | 0.5000, 0.7500 |" in md and "| d1 | average NCG_K, K = 1 | 0.9000, 0.8000 |" in md
 
 
+def test_sweep_draws_the_baseline_run_as_a_line_and_lists_it(results, tmp_path, catalogue):
+    """`render.baseline: m2` (a run with no x): listed under 'all' in the caption's table on each panel
+    that has its run (d1: 0.4), absent where it has none (d2), and not a point of any series."""
+    exp = {**EXP, "methods": {"m1": {"head": "m1", "x": 1}, "m2": {"head": "m2"}},
+           "render": {"kind": "figure", "renderer": "sweep", "y": "P@1", "baseline": "m2"}}
+    RENDERERS.get("sweep")(exp, str(results), str(tmp_path / "s"), catalogue)
+    md = (tmp_path / "s.caption.md").read_text()
+    assert "| d1 | m1 | 1 | 0.6 |" in md and "| d1 | m2 | all | 0.4 |" in md and "| d2 | m2 |" not in md
+    assert "| d2 | m1 | 1 | 0.2 |" in md
+
+
 def test_claims_verdicts(results, tmp_path):
     write_yaml(tmp_path / "exps" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
     claims = {"paper": "p", "claims": [

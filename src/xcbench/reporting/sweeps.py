@@ -5,7 +5,8 @@ Every run (dataset, method) is one point: y = the seed mean of `render.y` (a met
 dotted path such as final.val_ppl), x = the method's `x:` field in the experiment file, or, with
 `render.x_key`, a number the run recorded (e.g. `n` of a timing probe; then all datasets share one
 panel). Points join into lines by the method's `series:` field (default: its label). Panels: one per
-dataset (one in all with `x_key`).
+dataset (one in all with `x_key`). `render.baseline: <method>` draws that run's y (a method with no x,
+e.g. the full softmax in an accuracy-vs-M figure) as a dashed horizontal line on its dataset's panel.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]]) -
     return panels
 
 
+def _baseline(exp: dict, recs: list[dict], datasets: list[str]) -> dict | None:
+    """The `render.baseline` run's y on a one-dataset panel (None: no baseline, or no run of it there)."""
+    opts = exp["render"]
+    if not opts.get("baseline") or len(datasets) != 1:
+        return None
+    return aggregate(recs, datasets[0], opts["baseline"], opts["y"])
+
+
 @RENDERERS.register("sweep")
 def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     opts = exp["render"]
@@ -50,6 +59,9 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         for j, (series, pts) in enumerate(lines.items()):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)])
+        b = _baseline(exp, recs, datasets)
+        if b is not None:
+            ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
         if opts.get("logx", True):
             ax.set_xscale("log")
             style.log_ticks(ax, "x")
@@ -60,10 +72,12 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         ax.set_ylabel(opts.get("ylabel", opts["y"]))
         if not opts.get("x_key"):
             ax.set_title(pretty(datasets[0]))
-    style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0))
+    style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0) + bool(opts.get("baseline")))
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
     rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"
             for ds, lines in zip(groups, panels) for s, pts in lines.items() for x, y in pts]
+    rows += [f"| {pretty(ds[0])} | {method_label(exp, opts['baseline'])} | all | {b['mean']:.4g} |" for ds in groups
+             if (b := _baseline(exp, recs, ds)) is not None]
     return paths + figure_pages(out, title, foot, "| panel | series | x | y |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
