@@ -16,7 +16,7 @@ import itertools
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from train_step import run_args
+from train_step import build, run_args
 
 
 def main() -> None:
@@ -29,19 +29,14 @@ def main() -> None:
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import pick_device
-    from xcbench.model import build_model
     from xcbench.seed import torch_generator
     from xcbench.tasks.base import make_task
-    from xcbench.train import make_optimizer, method_config, setup_head, train_step
+    from xcbench.train import train_step
 
     exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = pick_device(a.device)
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, None, device, 0, dataset=a.dataset)
-    spec, train_cfg, model_cfg = method_config(exp, a.dataset, a.method)
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0).to(device)
-    opt = make_optimizer(model, train_cfg)
-    setup_head(model, task, device, train_cfg)
-    model.train()
+    _, train_cfg, model, opt = build(exp, task, a.dataset, a.method, device)
     model.head.on_epoch_start(0, torch_generator(0, "index"))
     loss_gen = torch_generator(0, "loss")
     batches = list(itertools.islice(task.train_batches(int(train_cfg["batch_size"]), torch_generator(0, "batches")),

@@ -33,16 +33,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
-    from xcbench.seed import torch_generator
+def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0) -> tuple:
+    """(method spec, train config, model, optimizer) of one run as `xcbench train` builds them, the head set
+    up and the model in training mode; the head's index is not built yet (callers time it apart)."""
     from xcbench.model import build_model
-    from xcbench.train import evaluate_splits, make_optimizer, method_config, setup_head, train_step
+    from xcbench.train import make_optimizer, method_config, setup_head
 
     spec, train_cfg, model_cfg = method_config(exp, dataset, method)
     model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
     opt = make_optimizer(model, train_cfg)
     setup_head(model, task, device, train_cfg)
     model.train()
+    return spec, train_cfg, model, opt
+
+
+def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
+    from xcbench.seed import torch_generator
+    from xcbench.train import evaluate_splits, train_step
+
+    spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed)
     t0 = time.perf_counter()
     model.head.on_epoch_start(0, torch_generator(seed, "index"))
     _sync(device)
