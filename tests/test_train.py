@@ -1,8 +1,10 @@
 """Training loop: determinism, interrupt-and-resume, divergence errors, result files."""
 
+import copy
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import torch
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
 from xcbench.tasks.base import make_task
-from xcbench.train import TrainingDiverged, run
+from xcbench.train import StopAfter, TrainingDiverged, run
 
 DEV = torch.device("cpu")
 
@@ -55,6 +57,27 @@ def test_finish_ends_a_cut_run_at_its_checkpoint(tiny_xmc, tiny_exp, tmp_path):
     assert m["epochs"] == 2 and m["cut_short_after_epoch"] == 2 and len(m["curves"]["val_P@1"]) == 2
     with pytest.raises(FileNotFoundError, match="no"):
         _run(tiny_xmc, tiny_exp, tmp_path / "never_started")
+
+
+def test_stop_after_pauses_a_run_that_finish_tests_or_a_rerun_continues(tiny_xmc, tiny_exp, tmp_path):
+    """`xcbench train --stop-after N` (train.stop_after): a budgeted run (e.g. one epoch of 30) stops after epoch N with
+    its checkpoint; asked again it trains nothing; `--finish` tests it as a cut run; without the flag it goes on to
+    the uninterrupted run's numbers (the flag is not part of the run spec)."""
+    full = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
+    stop = copy.deepcopy(tiny_exp)
+    stop["train"]["stop_after"] = 1
+    for _ in range(2):  # the second call resumes at epoch 1 and stops before training
+        with pytest.raises(StopAfter, match="stopped after epoch 1 of 3"):
+            _run(tiny_xmc, copy.deepcopy(stop), tmp_path / "cut")
+        assert (tmp_path / "cut" / "checkpoint.pt").exists() and not (tmp_path / "cut" / "metrics.json").exists()
+        assert torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)["epoch"] == 1
+    fin = copy.deepcopy(tiny_exp)
+    fin["train"]["finish"] = True
+    shutil.copytree(tmp_path / "cut", tmp_path / "fin")
+    m = _run(tiny_xmc, fin, tmp_path / "fin")
+    assert m["epochs"] == 1 and m["cut_short_after_epoch"] == 1
+    resumed = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
 
 
 def test_different_seed_differs(tiny_xmc, tiny_exp, tmp_path):

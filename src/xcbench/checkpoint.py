@@ -2,7 +2,7 @@
 
 A checkpoint stores the run spec it was made under: the resolved settings that change what is
 trained (dataset, method, seed, head and its params, train, model, task, and the package version),
-not presentation (notes, captions, literature rows) nor the `finish` flag. On resume:
+not presentation (notes, captions, literature rows) nor the `finish` and `stop_after` flags. On resume:
 - the same spec: resume after its last epoch;
 - another spec (a config edit after a crash): the run starts afresh, with a warning naming every
   differing key; the old file is kept aside as `checkpoint.pt.stale`. Starting afresh rather than

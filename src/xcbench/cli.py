@@ -84,9 +84,11 @@ def cmd_train(args) -> None:
     if args.method not in exp["methods"]:
         raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
                           f"{args.scale}; its methods: {', '.join(exp['methods'])}")
-    from xcbench.reporting.collect import expected_runs
+    from xcbench.reporting.collect import expected_runs, view_runs
 
     runs = expected_runs(exp)
+    if (args.dataset, args.method, args.seed) not in runs:
+        runs += sorted(view_runs(args.experiment, args.scale))  # a view may add seeds of this file's runs
     if (args.dataset, args.method, args.seed) not in runs:
         on = sorted({d for d, m, _ in runs if m == args.method})
         raise ConfigError(f"{args.experiment}: no run of method {args.method!r} on dataset {args.dataset!r} with seed "
@@ -94,12 +96,19 @@ def cmd_train(args) -> None:
                           f"{', '.join(on) or 'no dataset'} with seeds {exp['seeds']}")
     device = pick_device(args.device)
     exp["train"] = {**exp.get("train", {}), "checkpoint_minutes": args.checkpoint_minutes,
-                    **({"finish": True} if args.finish else {})}
+                    **({"finish": True} if args.finish else {}),
+                    **({"stop_after": args.stop_after} if args.stop_after is not None else {})}
     entry = _entry(args)
     task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
                      dataset=args.dataset)
     task.read_ahead = args.read_ahead
-    m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
+    from xcbench.train import StopAfter
+
+    try:
+        m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
+    except StopAfter as e:  # a pause asked for, not an error
+        print(e)
+        return
     print({k: round(v, 4) for k, v in m["metrics"].items()})
     rows = "per epoch" if task.trains else "one row per measured value"
     print(f"results: {Path(args.out) / 'metrics.json'} ({rows}: history.csv, settings: config.resolved.yaml)")
@@ -240,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
              "the results do not depend on it (default: 0 on the CPU, up to 4 with a GPU)", type=int, default=None),
          opt("--finish", "end a run cut short (time limit) at its last checkpointed epoch: test the selected epoch "
              "and write the result; metrics.json says so", action="store_true"),
+         opt("--stop-after", "stop once this many epochs are trained (counting those of a resumed run), keeping the "
+             "checkpoint as a time limit would: `--finish` then tests it (a budgeted run, e.g. one epoch of a "
+             "30-epoch setting); the results do not depend on it", type=int, default=None),
          opt("--checkpoint-minutes", "also checkpoint inside an epoch every this many minutes, for heads that can "
              "resume there (full softmax, OvA); 0: at epoch ends only (default %(default)s)", type=float, default=30.0))
     verb("render", cmd_render, O, EXP, SCALE, RES)

@@ -42,7 +42,7 @@ def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:
     return name, {**base, **(own.get("params") or {})}
 
 
-NOT_SPEC = ("finish", "checkpoint_minutes")  # train keys that do not change what is trained (set by the CLI)
+NOT_SPEC = ("finish", "checkpoint_minutes", "stop_after")  # train keys that do not change what is trained (set by the CLI)
 
 
 def run_spec(exp: dict, dataset: str, method: str, seed: int) -> dict:
