@@ -4,8 +4,10 @@
 # --finish (its selected epoch tested, marked cut). Results in $RUNS/<method>/seed<SEED>, packed into
 # $OUT/$NAME.tgz (checkpoints left out); the checkpoint of a cut run goes back beside it in 15 MiB parts
 # (cat <method>_seed<S>_checkpoint.pt.part* > results/.../<method>/seed<S>/checkpoint.pt, then `xcbench
-# train` with that --out continues it). SEED not in the file's `seeds:` is added for these runs and the
-# file put back on exit. READ_AHEAD: threads generating lazy face batches ahead (`xcbench train --read-ahead`).
+# train` with that --out continues it). SEED: one of the file's `seeds:` or of a view of it (table2_seeds adds
+# seed 1 to fig2's runs). STOP_AFTER=N: stop each run after epoch N (`xcbench train --stop-after`), then --finish
+# (a budgeted run: one epoch of a 30-epoch setting, as the kept CPU runs). READ_AHEAD: threads generating lazy face
+# batches ahead (`xcbench train --read-ahead`).
 # Carry data/processed/$DATASET (and .whl, benchmarks/gpu_env.sh).
 #
 #   EXP=config/experiments/class_selection/table2_epochs.yaml DATASET=synthetic-faces-87k METHODS="full random_1 hf_a" \
@@ -16,11 +18,9 @@ set -u
 SEED=${SEED:-0} LIMIT=${LIMIT:-420} SCALE=${SCALE:-paper} DATASET=${DATASET:-ptb} DEVICE=${DEVICE:-cuda}
 NAME=${NAME:-$(basename "$EXP" .yaml)} RUNS=${RUNS:-/tmp/gpu_runs}
 . benchmarks/gpu_env.sh
-cp "$EXP" /tmp/gpu_runs_exp.orig && trap 'cp /tmp/gpu_runs_exp.orig "$EXP"' EXIT
-grep -q "^seeds: .*\b$SEED\b" "$EXP" || sed -i "s/^seeds: \[\(.*\)\]/seeds: [\1, $SEED]/" "$EXP"
 train() {  # [TMO=seconds] train METHOD [--finish]
   ${TMO:+timeout $TMO} python3 -m xcbench train --experiment "$EXP" --scale "$SCALE" --dataset "$DATASET" --method "$1" \
-    --seed "$SEED" --processed "data/processed/$DATASET/dataset.npz" --device "$DEVICE" --threads 1 ${READ_AHEAD:+--read-ahead $READ_AHEAD} \
+    --seed "$SEED" --processed "data/processed/$DATASET/dataset.npz" --device "$DEVICE" --threads 1 ${READ_AHEAD:+--read-ahead $READ_AHEAD} ${STOP_AFTER:+--stop-after $STOP_AFTER} \
     --out "$RUNS/$1/seed$SEED" "${@:2}" >> "$RUNS/$1.log" 2>&1
 }
 mkdir -p "$RUNS"

@@ -47,7 +47,8 @@ def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed
     return spec, train_cfg, model, opt
 
 
-def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0) -> dict:
+def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
+        evaluate: bool = True) -> dict:
     from xcbench.seed import torch_generator
     from xcbench.train import evaluate_splits, train_step
 
@@ -70,11 +71,12 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         times.append(time.perf_counter() - t0)
     model.eval()
     t0 = time.perf_counter()
-    evaluate_splits(model, task)
-    eval_s = time.perf_counter() - t0
+    if evaluate:  # --skip-eval: at 750K identities scoring every validation row against every class takes minutes
+        evaluate_splits(model, task)
+    eval_s = time.perf_counter() - t0 if evaluate else float("nan")
     step_s, nb, epochs = statistics.median(times[1:]), task.n_train_batches(bs), int(train_cfg["epochs"])
     data_s = statistics.median(waits[1:])
-    epoch_s = nb * (step_s + data_s) + eval_s + build_s
+    epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
@@ -108,6 +110,8 @@ def main() -> None:
                    "`xcbench train --read-ahead`; default: 0 on the CPU, up to 4 with a GPU)")
     p.add_argument("--device", default="auto")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
+    p.add_argument("--skip-eval", action="store_true",
+                   help="do not time an evaluation (eval s: nan; epoch and run times then leave it out)")
     p.add_argument("--nondeterministic", action="store_true",
                    help="CUDA: torch's default (atomic) kernels instead of the deterministic ones `xcbench train` uses")
     p.add_argument("--out-dir", type=Path, default=OUT, help="where the .json and .md go (default benchmarks/out)")
@@ -130,7 +134,7 @@ def main() -> None:
     task.read_ahead = a.read_ahead
     rows = []
     for method in a.methods or list(exp["methods"]):
-        rows.append({**one(exp, task, a.dataset, method, device, a.steps), "dataset": a.dataset, "scale": a.scale,
+        rows.append({**one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval), "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
                      "kernels": "atomic" if a.nondeterministic else "deterministic"})
         print(json.dumps(rows[-1]), flush=True)

@@ -105,6 +105,24 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
         resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
 
 
+def test_a_view_may_add_seeds_that_its_owner_trains(tmp_path):
+    """table2_seeds (runs_of fig2, seeds [0, 1]): the view's extra seeds are the owner's runs, in the owner's folder;
+    no other method gets them."""
+    from xcbench.reporting.collect import expected_runs, run_location, view_runs
+
+    owner = {"paper": "p", "artifact": "own", "title": "t", "task": "multiclass", "seeds": [0], "datasets": ["a"],
+             "render": {"kind": "table", "renderer": "metric_table"}, "model": {"encoder": {"name": "mlp", "hidden": 8}},
+             "methods": {"m1": {"head": "full_softmax"}, "m2": {"head": "full_softmax"}}}
+    _write(tmp_path, "own", owner)
+    _write(tmp_path, "view", {"paper": "p", "artifact": "view", "title": "v", "runs_of": "own", "methods": ["m2"],
+                              "seeds": [0, 1], "render": {"kind": "table", "renderer": "metric_table"}})
+    assert view_runs(tmp_path / "own.yaml", "paper") == {("a", "m2", 0), ("a", "m2", 1)}
+    assert view_runs(tmp_path / "view.yaml", "paper") == set()
+    v = resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
+    v["source"] = str(tmp_path / "view.yaml")
+    assert expected_runs(v) == [("a", "m2", 0), ("a", "m2", 1)] and run_location(v, "a", "m2", 1) == ("own", "m2")
+
+
 def test_runs_of_equal_settings_train_once(tmp_path):
     """Two artifacts with a run of equal settings (names and labels aside) read one run, the table's;
     a changed learning rate makes it a run of its own."""

@@ -208,3 +208,21 @@ def test_train_target_not_in_the_experiment_is_refused(tmp_path, tiny_xmc):
                         "--features", str(feats), "--out", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 1 and "no run of method 'm' on dataset 'gone-dataset'" in r.stderr
     assert not (tmp_path / "o" / "metrics.json").exists()
+
+
+def test_train_accepts_a_seed_that_a_view_adds_and_no_other():
+    """`xcbench train` validates its target against the file's runs and its views' (table2_seeds adds seed 1 to
+    four of fig2's methods): hf_5 with seed 1 is still refused (checked before any data is read)."""
+    import subprocess
+    import sys
+    from xcbench.reporting.collect import view_runs
+
+    fig2 = "config/experiments/class_selection/fig2.yaml"
+    assert ("synthetic-faces-87k", "hf_a", 1) in view_runs(fig2, "paper")
+    train = lambda m: subprocess.run([sys.executable, "-m", "xcbench", "train", "--experiment", fig2, "--scale",  # noqa: E731
+                                      "paper", "--dataset", "synthetic-faces-87k", "--method", m, "--seed", "1",
+                                      "--processed", "no/such/dataset.npz", "--out", "none"], capture_output=True, text=True)
+    r = train("hf_5")
+    assert r.returncode == 1 and "no run of method 'hf_5' on dataset 'synthetic-faces-87k' with seed 1" in r.stderr
+    r = train("hf_a")  # accepted: it gets as far as reading the (missing) data
+    assert r.returncode == 1 and "no run of method" not in r.stderr and "no/such/dataset.npz" in r.stderr

@@ -83,7 +83,8 @@ def normalise_task(exp: dict) -> dict:
 def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
     (same folder) and only adds its own title and rendering (its `datasets`, and per-scale ones under
-    `scales:`, may narrow the owner's); one with `extends: <artifact>` is
+    `scales:`, may narrow the owner's; its `seeds` may add seeds of the owner's runs, trained under the
+    owner's folder: collect.view_runs); one with `extends: <artifact>` is
     that artifact's file with this one deep-merged on top (a variant with its own runs); its own
     `methods`, when given, replace the parent's instead of merging into them, and so does its `render` when it
     names a `renderer`; a `render` without one layers onto the parent's (`literature: [...]` alone lists other

@@ -65,6 +65,18 @@ def expected_runs(exp: dict) -> list[tuple[str, str, int]]:
             if d in spec.get("datasets", exp["datasets"]) for s in exp["seeds"]]
 
 
+def view_runs(path: str | Path, scale: str) -> set[tuple[str, str, int]]:
+    """(dataset, method, seed) that the views of one experiment file (`runs_of` it, same folder) ask of it
+    beyond its own runs: a view may add seeds of its owner's runs (table2_seeds), which the owner then trains
+    under its folder (the DAG's train rule names the owner's file)."""
+    path = Path(path)
+    out = set()
+    for f in sorted(path.parent.glob("*.yaml")):
+        if f != path and (read_yaml(f) or {}).get("runs_of") == path.stem:
+            out |= set(expected_runs(resolve_experiment(load_experiment(f), scale, check_libraries=False)))
+    return out
+
+
 def collect(results: str | Path, exp: dict) -> list[dict]:
     """One record per finished run of the experiment at its scale."""
     out = []
