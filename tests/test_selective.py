@@ -368,8 +368,17 @@ def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector
         go(tmp_path / "cut", interrupt_after=1)
     resumed = go(tmp_path / "cut")
     assert resumed["metrics"] == full["metrics"]
-    assert resumed["curves"] == full["curves"]
+    assert resumed["curves"] == full["curves"] and resumed["head"] == full["head"]
     assert {"verif_tpr", "ident_top1"} <= set(full["metrics"])
+    # inside an epoch (a checkpoint after every batch): in the first epoch, and in the second, a phase start of HF-A
+    # (its adapted M, L, T and the rebuilt forest come from the checkpoint, not from a second epoch start)
+    exp["train"]["checkpoint_minutes"] = 1e-9
+    for at in (0.5, 1.4):
+        with pytest.raises(KeyboardInterrupt, match="in epoch"):
+            go(tmp_path / f"mid{at}", interrupt_after=at)
+        resumed = go(tmp_path / f"mid{at}")
+        assert resumed["metrics"] == full["metrics"], at
+        assert resumed["curves"] == full["curves"] and resumed["head"] == full["head"], at
 
 
 @pytest.mark.parametrize("pool", [1, 4])

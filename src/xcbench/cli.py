@@ -253,7 +253,7 @@ def parser() -> argparse.ArgumentParser:
              "checkpoint as a time limit would: `--finish` then tests it (a budgeted run, e.g. one epoch of a "
              "30-epoch setting); the results do not depend on it", type=int, default=None),
          opt("--checkpoint-minutes", "also checkpoint inside an epoch every this many minutes, for heads that can "
-             "resume there (full softmax, OvA); 0: at epoch ends only (default %(default)s)", type=float, default=30.0))
+             "resume there (full softmax, OvA, selective softmax); 0: at epoch ends only (default %(default)s)", type=float, default=30.0))
     verb("render", cmd_render, O, EXP, SCALE, RES)
     verb("claims", cmd_claims, O, opt("--claims", "claims file, config/claims/<paper>.yaml", required=True),
          opt("--experiments", "folder of the paper's experiment files", required=True), SCALE, RES)

@@ -183,7 +183,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         for g in opt.param_groups:
             g["lr"] = lr
         model.train()
-        model.head.on_epoch_start(epoch * nb, index_gen)  # a no-op for the heads that resume inside an epoch
+        if not skip:  # resumed inside the epoch: its start (index builds, HF-A's phase) is in the checkpoint
+            model.head.on_epoch_start(epoch * nb, index_gen)
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
         batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,

@@ -15,9 +15,9 @@
                                       averaged per epoch into history as train_loss_<name>
 
 Capabilities are class attributes (`multi_label`: accepts padded multi-label targets;
-`resumes_mid_epoch`: keeps no state outside its parameters and buffers and overrides neither hook,
-so a run may checkpoint and resume inside an epoch), so the training loop never branches on a
-method name.
+`resumes_mid_epoch`: keeps no state outside its parameters, buffers and the loop's generators, its
+hooks' effects included, so a run may checkpoint and resume inside an epoch; `on_epoch_start` is then
+not called again for the resumed epoch), so the training loop never branches on a method name.
 """
 
 from __future__ import annotations

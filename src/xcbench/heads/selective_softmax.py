@@ -45,6 +45,7 @@ def probe_metrics(o: torch.Tensor, y: torch.Tensor, ks: list[int]) -> dict[str, 
 @HEADS.register("selective_softmax")
 class SelectiveSoftmax(Head):
     multi_label = False
+    resumes_mid_epoch = True  # the selector's structure, HF-A's phase and the tallies are buffers
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, selector: str = "hf",
                  selector_params: dict | None = None, M: int | None = None, M_frac: float = 0.01,
@@ -59,9 +60,11 @@ class SelectiveSoftmax(Head):
         self.k = int(M) if M else max(1, round(M_frac * n_classes))
         self.probe_ks = list(probe_ks)
         self.register_buffer("since_build", torch.zeros((), dtype=torch.long))
+        # steps and active rows summed over this epoch and over the run (epoch_metrics, report): a buffer, so a run
+        # resumed inside an epoch or after one reports what the uninterrupted run does
+        self.register_buffer("tally", torch.zeros(4, dtype=torch.float64))    # steps, active, steps_all, active_all
         self.batch_size, self.total_steps, self.steps_per_epoch, self._rows = 1, 1, 1, 0
-        self._sel_s, self._steps, self._active = 0.0, 0, 0.0
-        self._active_all, self._steps_all = 0.0, 0
+        self._sel_s = 0.0
 
     def class_embeddings(self):
         return self.W
@@ -112,8 +115,8 @@ class SelectiveSoftmax(Head):
         S = self.active_set(h, y, gen)                                                         # (M',)
         self._sel_s += time.perf_counter() - t0
         self._rows = len(h)  # queries per step (a language model's batch x bptt)
-        self._steps += 1
-        self._active += len(S)
+        self.tally[0] += 1
+        self.tally[1] += len(S)
         self.since_build += 1
         o = h @ F.embedding(S, self.W, sparse=True).T                                          # (B, M')
         return F.cross_entropy(o, torch.searchsorted(S, y))
@@ -137,13 +140,19 @@ class SelectiveSoftmax(Head):
         self.selector.observe(o)
         out["precision"] = self.precision(h, y, o)
         out["M"] = float(self.selector.budget(self.k))
-        if self._steps:
-            out.update(select_ms=1000 * self._sel_s / self._steps, active=self._active / self._steps)
-            self._active_all += self._active
-            self._steps_all += self._steps
-        self._sel_s, self._steps, self._active = 0.0, 0, 0.0
+        steps, active = self.tally[:2].tolist()
+        if steps:
+            out.update(select_ms=1000 * self._sel_s / steps, active=active / steps)
+            self.tally[2:] += self.tally[:2]
+        self._sel_s = 0.0
+        self.tally[:2] = 0.0
         return out
 
     def report(self):
-        rows = self._active_all / self._steps_all if self._steps_all else float(self.k)
+        steps, active = self.tally[2:].tolist()
+        rows = active / steps if steps else float(self.k)
         return {"active_rows": rows, "softmax_layer_mb": layer_mb(rows, self.in_dim)}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        state_dict.setdefault(prefix + "tally", torch.zeros(4, dtype=torch.float64))  # checkpoints from before it
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
