@@ -16,7 +16,8 @@ import torch
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
 from xcbench.tasks.base import make_task
-from xcbench.train import StopAfter, TrainingDiverged, run
+from xcbench.checkpoint import StopAfter
+from xcbench.train import TrainingDiverged, run
 
 DEV = torch.device("cpu")
 

@@ -102,7 +102,7 @@ def cmd_train(args) -> None:
     task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
                      dataset=args.dataset)
     task.read_ahead = args.read_ahead
-    from xcbench.train import StopAfter
+    from xcbench.checkpoint import StopAfter
 
     try:
         m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)

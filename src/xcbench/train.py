@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from xcbench.checkpoint import load_checkpoint
+from xcbench.checkpoint import load_checkpoint, stop_after
 from xcbench.config import ConfigError
 from xcbench.runspec import method_config, run_spec  # noqa: F401 (method_config: re-exported)
 from xcbench.device import deterministic_kernels
@@ -108,17 +108,6 @@ def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:
         return model.encode(x)[0], y
 
 
-class StopAfter(Exception):
-    """A run paused where `xcbench train --stop-after N` asked (train key `stop_after`), checkpoint kept."""
-
-
-def _stop_after(train_cfg: dict, done: int, epochs: int, out_dir: Path) -> None:
-    n = train_cfg.get("stop_after")
-    if n is not None and done >= int(n):
-        raise StopAfter(f"{out_dir}: stopped after epoch {done} of {epochs} (--stop-after {n}); its checkpoint stays: "
-                        "`--finish` tests its best epoch so far, the same command without --stop-after goes on")
-
-
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
         interrupt_after: int | None = None, spec: dict | None = None) -> dict:
     """Train `model` on `task` (module docstring); `spec` (checkpoint.run_spec) ties the checkpoint to the run."""
@@ -175,7 +164,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None, "elapsed": elapsed,
                      "schedule": sched.state_dict(), "select": select.state_dict() if select else None, "spec": spec}
     if start < epochs and not resume[0]:
-        _stop_after(train_cfg, start, epochs, out_dir)  # resumed at or past --stop-after: nothing to train
+        stop_after(train_cfg, start, epochs, out_dir)  # resumed at or past --stop-after: nothing to train
     for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
         (skip, partial), resume = resume, (0, None)
         t0 = last_save = time.perf_counter()
@@ -221,7 +210,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         log_epoch(label, history[-1], epochs, elapsed / (epoch + 1))
         torch_save(ckpt_path, {**state(), "epoch": epoch + 1, "stopped": stop})
         if not stop and epoch + 1 < epochs:
-            _stop_after(train_cfg, epoch + 1, epochs, out_dir)
+            stop_after(train_cfg, epoch + 1, epochs, out_dir)
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:
