@@ -54,13 +54,12 @@ class NCE(Head):
     def scores(self, h):
         return h @ self.W.T + self.b[:, 0]
 
-    def _s(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        return (h.unsqueeze(1) * F.embedding(ids, self.W, sparse=True)).sum(-1) + F.embedding(ids, self.b, sparse=True)[..., 0]
-
     def loss(self, h, y, idx, gen):
         n = multinomial(self.log_q.exp(), self.k, gen)                                          # (k,)
-        s = self._s(h, torch.cat([y.unsqueeze(1), n.unsqueeze(0).expand(len(y), -1)], 1))     # (B, 1 + k)
-        return nce_loss(s[:, 0], s[:, 1:], self.log_q[y], self.log_q[n].unsqueeze(0), self.k).mean()
+        emb = lambda ids, t: F.embedding(ids, t, sparse=True)  # noqa: E731  (rows read sparsely)
+        s_t = (h * emb(y, self.W)).sum(1) + emb(y, self.b)[:, 0]                                # (B,)
+        s_n = h @ emb(n, self.W).T + emb(n, self.b)[:, 0]                                       # (B, k): noise shared by the batch
+        return nce_loss(s_t, s_n, self.log_q[y], self.log_q[n].unsqueeze(0), self.k).mean()
 
     def report(self):
         return {"softmax_layer_mb": layer_mb(self.k + 1, self.in_dim)}
