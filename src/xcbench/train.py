@@ -163,8 +163,6 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                      "global_rng": torch.get_rng_state(), "history": history,
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None, "elapsed": elapsed,
                      "schedule": sched.state_dict(), "select": select.state_dict() if select else None, "spec": spec}
-    if start < epochs and not resume[0]:
-        stop_after(train_cfg, start, epochs, out_dir)  # resumed at or past --stop-after: nothing to train
     for epoch in tqdm(range(start, epochs), desc=label, unit="epoch", initial=start, total=epochs, disable=None):
         (skip, partial), resume = resume, (0, None)
         t0 = last_save = time.perf_counter()
@@ -173,6 +171,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             g["lr"] = lr
         model.train()
         if not skip:  # resumed inside the epoch: its start (index builds, HF-A's phase) is in the checkpoint
+            stop_after(train_cfg, epoch, epochs, out_dir)  # --stop-after N: N epochs trained (this run or before)
             model.head.on_epoch_start(epoch * nb, index_gen)
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
@@ -209,8 +208,6 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             stop = select.update(epoch + 1, evals, model) or stop
         log_epoch(label, history[-1], epochs, elapsed / (epoch + 1))
         torch_save(ckpt_path, {**state(), "epoch": epoch + 1, "stopped": stop})
-        if not stop and epoch + 1 < epochs:
-            stop_after(train_cfg, epoch + 1, epochs, out_dir)
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:
