@@ -213,6 +213,24 @@ def test_claims_are_evaluated_on_the_runs_present_and_never_vanish(tmp_path):
         assert rows[1]["verdict"].startswith("no data") and "'pll'" in rows[1]["verdict"]
 
 
+def test_a_claim_over_fewer_seeds_than_its_artifact_is_partial(tmp_path):
+    """An artifact of seeds [0, 1] (a view like table2_seeds) where one side has seed 0 only: the claim
+    compares the means of the runs present and says which seed is missing."""
+    exp = {k: v for k, v in EXP.items() if k != "scale"}
+    exp.update(render={"kind": "table", "renderer": "metric_table"}, seeds=[0, 1])
+    write_yaml(tmp_path / "exps" / "t.yaml", exp)
+    res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 9.0}})
+    write_json(tmp_path / "quick" / "p" / "t" / "d" / "a_x" / "seed1" / "metrics.json", {"metrics": {"ppl": 12.0}})
+    claims = {"paper": "p", "claims": [{"id": "c", "text": "X above Y", "artifact": "t", "left": {"method": "a_x",
+              "metric": "ppl"}, "op": ">", "right": {"method": "a_y", "metric": "ppl"}}]}
+    write_yaml(tmp_path / "c.yaml", claims)
+    row = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]
+    assert row["verdict"] == "held, partial: no run of a_y seed 1" and row["ours"] == "11 > 9"
+    write_json(tmp_path / "quick" / "p" / "t" / "d" / "a_y" / "seed1" / "metrics.json", {"metrics": {"ppl": 11.0}})
+    row = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"][0]
+    assert row["verdict"] == "held" and row["ours"] == "11 > 10"
+
+
 def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
     """`tagged: static` selects every method carrying that tag: adding a method with `tags: [static]`
     to the experiment is all it takes to enter 'below every static sampler'."""

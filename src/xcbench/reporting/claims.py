@@ -4,7 +4,7 @@
 {method, metric[, dataset]} (mean over seeds). A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held (", partial: no run of ..." when
-a side's runs are only partly there: evaluated over those present) / not run (results missing) /
+a side's runs are only partly there, a method or some of the artifact's seeds: evaluated over those present) / not run (results missing) /
 no data (every run is there and none reports the metric: a misspelt metric) / not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
@@ -49,14 +49,19 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
           ) -> float | None:
     """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
     several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
-    the absent ones are appended to `missing` (the row is then `partial`); None if none is there."""
-    vals = []
+    the absent ones, and the artifact's seeds a present method lacks, are appended to `missing` (the row is
+    then `partial`); None if none is there."""
+    vals, d = [], side.get("dataset", dataset)
     for m in side_methods(side, exp or {"methods": {}}):
-        a = aggregate(recs, side.get("dataset", dataset), m, side["metric"])
+        a = aggregate(recs, d, m, side["metric"])
         if a is None:
             if missing is not None:
                 missing.append(m)
             continue
+        have = {r.get("seed") for r in recs if r["dataset"] == d and r["method"] == m}
+        absent = [str(s) for s in (exp or {}).get("seeds", []) if s not in have]
+        if absent and missing is not None:  # a mean over fewer seeds than the artifact's
+            missing.append(f"{m} seed {', '.join(absent)}")
         vals.append(a["mean"])
     return REDUCE[side.get("reduce", "min")](vals) if vals else None
 
