@@ -264,6 +264,15 @@ def test_a_run_cut_inside_an_epoch_is_named_with_the_fraction_done():
     assert run_status(exp, [rec]) == "Cut short by the time limit (tested at the best epoch so far): Full after 47% of epoch 1 of 30."
 
 
+def test_the_seeds_of_a_run_cut_at_the_same_point_are_named_once():
+    from xcbench.reporting.captions import run_status
+    exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {"full": {"label": "Full"}, "hf": {"label": "HF"}}}
+    recs = [{"dataset": "d", "method": m, "seed": s, "cut_short_after_epoch": 1, "resolved": {"train": {"epochs": 30}}}
+            for m, s in (("full", 0), ("full", 1), ("hf", 0))]
+    assert run_status(exp, recs) == ("Cut short by the time limit (tested at the best epoch so far): "
+                                     "Full after epoch 1 of 30 (seeds 0, 1), HF after epoch 1 of 30 (seed 0).")
+
+
 @pytest.mark.parametrize("lines, outside", [(2, False), (9, True)])
 def test_legend_moves_outside_the_panels_when_it_would_cover_the_points(lines, outside):
     """Up to style.LEGEND_INSIDE lines each panel keeps its legend; beyond, one figure legend holds every

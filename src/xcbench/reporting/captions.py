@@ -111,19 +111,25 @@ def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None
 
 
 def run_status(exp: dict, recs: list[dict] | None) -> str:
-    """Which shown runs were cut short (a time limit) or stopped early (no improvement), if any."""
-    cut, stopped = [], []
+    """Which shown runs were cut short (a time limit) or stopped early (no improvement), if any; the seeds
+    of a method cut at the same point are one entry, "(seeds 0, 1)"."""
+    cut, stopped = {}, {}
     for r in recs or []:
         who = f"{method_label(exp, r['method'])}" + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
         if r.get("cut_short_after_epoch"):
             e = r["cut_short_after_epoch"]  # fractional when cut inside an epoch (a checkpoint there)
             at = f"epoch {e}" if e == int(e) else f"{e - int(e):.0%} of epoch {int(e) + 1}"
-            cut.append(f"{who} after {at}" + (f" of {planned}" if planned else ""))
+            cut.setdefault(f"{who} after {at}" + (f" of {planned}" if planned else ""), []).append(r.get("seed"))
         elif planned and r.get("epochs", planned) < planned:
-            stopped.append(f"{who} at epoch {r['epochs']} of {planned}")
-    parts = ([f"Cut short by the time limit (tested at the best epoch so far): {', '.join(cut)}."] if cut else []) + \
-        ([f"Stopped early (no validation improvement): {', '.join(stopped)}."] if stopped else [])
+            stopped.setdefault(f"{who} at epoch {r['epochs']} of {planned}", []).append(r.get("seed"))
+    many = len(exp.get("seeds", [])) > 1
+
+    def entries(found: dict) -> str:
+        return ", ".join(k + (f" (seed{'s' * (len(v) > 1)} {', '.join(map(str, v))})" if many else "")
+                         for k, v in found.items())
+    parts = ([f"Cut short by the time limit (tested at the best epoch so far): {entries(cut)}."] if cut else []) + \
+        ([f"Stopped early (no validation improvement): {entries(stopped)}."] if stopped else [])
     return " ".join(parts)
 
 
