@@ -29,7 +29,8 @@ def _recs(c: dict, exp: dict, datasets: list[str], left: float, right: float) ->
     recs = []
     for side, v in ((c["left"], left), (c["right"], right)):
         for d in ([side["dataset"]] if "dataset" in side else datasets):
-            recs += [{"dataset": d, "method": m, "metrics": {side["metric"]: v}} for m in side_methods(side, exp)]
+            recs += [{"dataset": d, "method": m, "seed": k, "metrics": {side["metric"]: v}}
+                     for m in side_methods(side, exp) for k in exp["seeds"]]  # as collect reads them: every seed
     return recs
 
 
