@@ -58,8 +58,7 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
             if missing is not None:
                 missing.append(m)
             continue
-        have = {r.get("seed") for r in recs if r["dataset"] == d and r["method"] == m}
-        absent = [str(s) for s in (exp or {}).get("seeds", []) if s not in have]
+        absent = [str(s) for s in (exp or {}).get("seeds", []) if s not in a["seeds"]]
         if absent and missing is not None:  # a mean over fewer seeds than the artifact's
             missing.append(f"{m} seed {', '.join(absent)}")
         vals.append(a["mean"])

@@ -130,8 +130,9 @@ def with_runs_only(exp: dict, records: list[dict]) -> dict:
 
 
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
-    """mean/std/n over seeds of a scalar: a test metric, or any top-level number (wall_time_s)."""
-    vals = []
+    """mean/std/n over seeds of a scalar: a test metric, or any top-level number (wall_time_s); `seeds`:
+    the seeds of the runs that report it."""
+    vals, seeds = [], []
     for r in records:
         if r["dataset"] == dataset and r["method"] == method:
             v = r["metrics"].get(metric, r.get(metric))
@@ -141,6 +142,8 @@ def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> di
                     v = v.get(part) if isinstance(v, dict) else None
             if isinstance(v, (int, float)):
                 vals.append(float(v))
+                seeds.append(r.get("seed"))
     if not vals:
         return None
-    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals)}
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals),
+            "seeds": seeds}
