@@ -43,6 +43,24 @@ def test_scale_override_merges(tmp_path):
     assert resolve_experiment(load_experiment(tmp_path / "e.yaml"), "tiny")["train"]["epochs"] == 3
 
 
+def test_a_loaded_experiment_is_read_again_after_an_edit_and_callers_own_their_copy(tmp_path):
+    """Files are parsed and validated once per version (the DAG loads each several times): an edited
+    file is read again, a broken edit is an error again, and changing a loaded dict changes no later load."""
+    exp = {k: v for k, v in TINY_EXP.items() if k != "scale"}
+    write_yaml(tmp_path / "e.yaml", exp)
+    first = load_experiment(tmp_path / "e.yaml")
+    first["train"]["lr"] = 123.0
+    first["methods"]["full_softmax"]["head"] = "changed"
+    again = load_experiment(tmp_path / "e.yaml")
+    assert again["train"]["lr"] == TINY_EXP["train"]["lr"] and again["methods"]["full_softmax"]["head"] == "full_softmax"
+    write_yaml(tmp_path / "e.yaml", {**exp, "train": {**exp["train"], "lr": 0.5}})
+    assert load_experiment(tmp_path / "e.yaml")["train"]["lr"] == 0.5
+    write_yaml(tmp_path / "e.yaml", {**exp, "epochz": 3})
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"e.yaml.*epochz"):
+            load_experiment(tmp_path / "e.yaml")
+
+
 @pytest.mark.parametrize("where", ["top", "train", "scale"])
 def test_unknown_experiment_key_is_an_error(tmp_path, where):
     exp = {k: v for k, v in TINY_EXP.items() if k != "scale"}

@@ -80,6 +80,23 @@ def normalise_task(exp: dict) -> dict:
     return exp
 
 
+def _checked_experiment_file(path: Path) -> dict:
+    """The file's YAML, validated against the experiment schema; a fresh copy each call."""
+    st = path.stat()
+    return copy.deepcopy(_checked_experiment_cached(path.resolve(), path, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _checked_experiment_cached(where: Path, path: Path, mtime_ns: int, size: int) -> dict:
+    """Read and validate once per file version: building the DAG loads each file ~5 times (its own
+    runs, views and variants, collect.trainers), and parsing and validating each load took ~3 of the
+    10 s of a tiny `snakemake -n` here (7.5 s with the cache). Keyed by the file's real path, version and the name errors give it (`path`); a failure
+    is not cached (the error is raised again on the next call)."""
+    exp = read_yaml(where)
+    validate(exp, "experiment.schema.yaml", path)
+    return exp
+
+
 def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
     (same folder) and only adds its own title and rendering (its `datasets`, and per-scale ones under
@@ -92,8 +109,7 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     path = Path(path)
     if path in _seen:
         raise ConfigError(f"{path}: `extends` loops: {' -> '.join(map(str, _seen + (path,)))}")
-    exp = read_yaml(path)
-    validate(exp, "experiment.schema.yaml", path)
+    exp = _checked_experiment_file(path)
     bad = [m for m in exp["methods"] if not METHOD_NAME.fullmatch(m)] if isinstance(exp.get("methods"), dict) else []
     if bad:
         raise ConfigError(f"{path}: methods.{bad[0]}: a method name may hold letters, digits, '_', '.', '-' only "
