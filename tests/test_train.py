@@ -177,6 +177,17 @@ def test_cli_train_logs_one_line_per_epoch_and_where_results_went(tiny_xmc, tmp_
     assert f"results: {out / 'metrics.json'}" in r.stdout.splitlines()[-1]
 
 
+def test_a_job_log_holds_xcbench_lines_and_no_other_librarys_info_lines():
+    """The CLI's logging: xcbench's progress at INFO, other libraries' INFO (fontTools' glyph subsetting
+    under matplotlib's PDF backend) left out, their warnings kept."""
+    code = ("import logging; from xcbench.cli import configure_logging; configure_logging(); "
+            "logging.getLogger('fontTools.subset').info('NOISE'); logging.getLogger('fontTools').warning('WARNED'); "
+            "logging.getLogger('xcbench.train').info('EPOCH')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "EPOCH" in r.stderr and "WARNED" in r.stderr and "NOISE" not in r.stderr, r.stderr
+
+
 def test_a_job_process_trains_without_importing_dynamo():
     """configure_process marks the optimizer bookkeeping as not compiled, so a LazyAdam job never
     imports torch._dynamo (1.5 s of CPU per process); the steps are unchanged."""

@@ -271,9 +271,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def configure_logging() -> None:
+    """xcbench's own progress lines (logger `xcbench.*`) at INFO, other libraries' at WARNING: with the root
+    logger at INFO, matplotlib's PDF backend wrote ~60 lines of fontTools glyph subsetting into every figure's log."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    logging.getLogger("xcbench").setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    configure_logging()
     try:
         args.fn(args)
     except KeyboardInterrupt:
