@@ -6,7 +6,7 @@
 # is at most 90 MiB (an 87K-class faces run's, weights and Adam's moments, is 341 MiB: it stays there)
 # (cat <method>_seed<S>_checkpoint.pt.part* > results/.../<method>/seed<S>/checkpoint.pt, then `xcbench
 # train` with that --out continues it). SEED: one of the file's `seeds:` or of a view of it (table2_seeds adds
-# seed 1 to fig2's runs). STOP_AFTER=N: stop each run after epoch N (`xcbench train --stop-after`), then --finish
+# seeds 1 and 2 to fig2's runs). STOP_AFTER=N: stop each run after epoch N (`xcbench train --stop-after`), then --finish
 # (a budgeted run: one epoch of a 30-epoch setting, as the kept CPU runs). READ_AHEAD: threads generating lazy face
 # batches ahead (`xcbench train --read-ahead`). CKPT_MIN=m: checkpoint inside an epoch every m minutes (`xcbench train
 # --checkpoint-minutes`), so a run cut inside its first epoch returns its progress; FINISH_CUT=0: return a cut run's

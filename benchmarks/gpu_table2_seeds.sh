@@ -5,11 +5,12 @@
 # Full, Random and HF-A on the paper's own 750K identities (batch 256), or with CUDA_TESTS=1 tests/test_cuda.py.
 # Outputs in $OUT (the device tool's folder): table2_seeds.tgz (unpack into
 # results/paper/class_selection/fig2/synthetic-faces-87k/), <method>.log, train_step_class_selection_table2_750k_paper_cuda.{json,md}.
-# Carry data/processed/{synthetic-faces-87k,synthetic-faces-750k} and .whl. The HF runs (a 50-tree forest rebuilt every
-# 100 steps) take longer than a lease beside the others: train them on CPU cores (a checkpoint of an 87K run, weights
-# and Adam's moments, is 341 MiB: too large to come back from a lease, so a cut run cannot go on elsewhere).
+# Carry data/processed/{synthetic-faces-87k,synthetic-faces-750k} and .whl. HF (1%) (50 trees rebuilt every 100 steps:
+# 73 ms a step on an H100, ~10 min an epoch) does not fit a lease beside other runs, HF-A does (392 s an epoch beside
+# HF); a cut run cannot go on elsewhere (an 87K run's checkpoint, weights and Adam's moments, is 341 MiB: too large to
+# come back from a lease), so train HF on a CPU core.
 #   BUDGET=540 bash benchmarks/gpu_table2_seeds.sh
-#   SEED=2 METHODS="full random_1 optimal_1" BUDGET=420 CUDA_TESTS=1 bash benchmarks/gpu_table2_seeds.sh
+#   SEED=2 METHODS="full random_1 optimal_1" BUDGET=480 CUDA_TESTS=1 bash benchmarks/gpu_table2_seeds.sh
 set -u
 BUDGET=${BUDGET:-540}
 . benchmarks/gpu_env.sh
