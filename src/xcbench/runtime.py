@@ -58,6 +58,36 @@ def skip_dynamo_import() -> int:
     return n
 
 
+def _undecorated_step(opt: torch.optim.Optimizer):
+    """The body of `opt`'s step under torch's `_use_grad` decorator, or None where that layer is absent."""
+    f = type(opt).step
+    while f is not None:
+        inner = getattr(f, "__wrapped__", None)
+        if inner is not None and getattr(f, "__code__", None) is not None and f.__code__.co_name == "_use_grad":
+            return inner
+        f = inner
+    return None
+
+
+def optimizer_step(opt: torch.optim.Optimizer) -> None:
+    """`opt.step()` without importing torch._dynamo: torch's Adam/SGD step is wrapped by `_use_grad`,
+    which imports torch._dynamo on its first call (1.5 s of CPU, measured: half of a tiny Adam job's
+    first epoch) only to mark a graph break, then runs the body with grad mode set to the optimizer's
+    `differentiable` flag. With no step hooks and `differentiable` off, the body is run here under
+    no_grad, which is what the wrapper does; anything else goes through `opt.step()` as before."""
+    from torch.optim import optimizer as O
+
+    body = _undecorated_step(opt)
+    hooks = (opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
+             or O._global_optimizer_pre_hooks or O._global_optimizer_post_hooks)
+    if body is None or hooks or opt.defaults.get("differentiable", False):
+        opt.step()
+        return
+    with torch.no_grad():
+        body(opt)
+    opt._optimizer_step_code()  # the profiler's marker, as the step wrapper calls it
+
+
 def configure_process(threads: int | None) -> None:
     """torch's intra-op threads (`threads`: the Snakemake rule's `threads:`; None leaves torch's default),
     the allocator, and no torch._dynamo import for optimizer bookkeeping."""

@@ -36,6 +36,7 @@ from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
 from xcbench.records import history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
+from xcbench.runtime import optimizer_step
 from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
@@ -92,7 +93,7 @@ def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: to
     loss.backward()
     if grad_clip:
         clip_grad_norm(model.parameters(), float(grad_clip))
-    opt.step()
+    optimizer_step(opt)
     model.head.after_step(step, opt)
     return loss
 
