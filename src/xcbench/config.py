@@ -90,8 +90,9 @@ def _checked_experiment_file(path: Path) -> dict:
 def _checked_experiment_cached(where: Path, path: Path, mtime_ns: int, size: int) -> dict:
     """Read and validate once per file version: building the DAG loads each file ~5 times (its own
     runs, views and variants, collect.trainers), and parsing and validating each load took ~3 of the
-    10 s of a tiny `snakemake -n` here (7.5 s with the cache). Keyed by the file's real path, version and the name errors give it (`path`); a failure
-    is not cached (the error is raised again on the next call)."""
+    10 s of a tiny `snakemake -n` here (7.5 s with the cache). Keyed by the file's real path, version
+    and the name errors give it (`path`); a failure is not cached (the error is raised again on the
+    next call)."""
     exp = read_yaml(where)
     validate(exp, "experiment.schema.yaml", path)
     return exp

@@ -43,8 +43,8 @@ def skip_dynamo_import() -> int:
     torch._compile._disable_dynamo, whose first call imports torch._dynamo (1.5 s of CPU, measured; a
     quarter of a quick train job's fixed cost, over a hundred jobs) only to keep them out of
     compilation. A job of xcbench compiles nothing, so each is given itself as the cached 'disabled'
-    version the wrapper looks up. torch's own Adam/SGD steps still import it (their step does so
-    unconditionally); LazyAdam and row SGD then never do. Returns how many functions were marked (0
+    version the wrapper looks up. torch's own Adam/SGD steps import it too (their step's wrapper does so
+    unconditionally): train_step calls them through `optimizer_step`, which does not. Returns how many functions were marked (0
     where torch's internals differ: nothing changes then)."""
     import torch._compile
 
@@ -71,8 +71,8 @@ def _undecorated_step(opt: torch.optim.Optimizer):
 
 def optimizer_step(opt: torch.optim.Optimizer) -> None:
     """`opt.step()` without importing torch._dynamo: torch's Adam/SGD step is wrapped by `_use_grad`,
-    which imports torch._dynamo on its first call (1.5 s of CPU, measured: half of a tiny Adam job's
-    first epoch) only to mark a graph break, then runs the body with grad mode set to the optimizer's
+    which imports torch._dynamo on its first call (2.4 s of a tiny Adam job's 2.5-s first epoch on the
+    2-core CPU, beside one other run) only to mark a graph break, then runs the body with grad mode set to the optimizer's
     `differentiable` flag. With no step hooks and `differentiable` off, the body is run here under
     no_grad, which is what the wrapper does; anything else goes through `opt.step()` as before."""
     from torch.optim import optimizer as O
