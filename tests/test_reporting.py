@@ -82,6 +82,25 @@ def test_sweep_draws_the_baseline_run_as_a_line_and_lists_it(results, tmp_path, 
     assert "| d2 | m1 | 1 | 0.2 |" in md
 
 
+def test_sweep_by_device_never_joins_a_gpu_step_time_to_a_cpu_one(tmp_path, catalogue):
+    """`render.by_device`: runs from two devices give one line per device, each point its own device's seed
+    mean (seed 1 of m1 on the GPU is neither averaged into seed 0's CPU point nor on its line); one device
+    keeps the plain series names."""
+    runs = {("m1", 0): ("cpu", 100.0, 0.5), ("m1", 1): ("cuda", 10.0, 0.7), ("m2", 0): ("cpu", 50.0, 0.4)}
+    for (m, s), (dev, ms, v) in runs.items():
+        write_json(tmp_path / "quick" / "p" / "t" / "d1" / m / f"seed{s}" / "metrics.json",
+                   {"metrics": {"P@1": v}, "final": {"step_ms": ms}, "device": dev})
+    exp = {**EXP, "datasets": ["d1"], "methods": {"m1": {"head": "m1", "series": "S"}, "m2": {"head": "m2", "series": "S"}},
+           "render": {"kind": "figure", "renderer": "sweep", "y": "P@1", "x_key": "final.step_ms", "by_device": True}}
+    RENDERERS.get("sweep")(exp, str(tmp_path), str(tmp_path / "s"), catalogue)
+    md = (tmp_path / "s.caption.md").read_text()
+    assert "| d1 | S (cpu) | 50 | 0.4 |" in md and "| d1 | S (cpu) | 100 | 0.5 |" in md
+    assert "| d1 | S (cuda) | 10 | 0.7 |" in md and "| 55 |" not in md
+    RENDERERS.get("sweep")({**exp, "seeds": [0]}, str(tmp_path), str(tmp_path / "c"), catalogue)
+    md = (tmp_path / "c.caption.md").read_text()
+    assert "| d1 | S | 100 | 0.5 |" in md and "(cpu)" not in md
+
+
 def test_claims_verdicts(results, tmp_path):
     write_yaml(tmp_path / "exps" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
     claims = {"paper": "p", "claims": [

@@ -29,6 +29,12 @@ def figure(ncols: int, nrows: int = 1, width_per_panel: float = 3.2, height: flo
     return plt.subplots(nrows, ncols, figsize=(width_per_panel * ncols, height * nrows), squeeze=False)
 
 
+def palette() -> list[str]:
+    """The colours of the style's cycle, in order (call after `figure`): to give a series the same colour
+    in several lines of one panel."""
+    return _pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+
+
 def log_ticks(ax, axis: str = "x") -> None:
     """Plain numbers on a log axis (0.5, 2, 300, not 5 x 10^-1): within about a decade, ticks at 1, 2 and 5
     times the powers of ten, each labelled once; over more, the powers of ten alone. Call after plotting."""

@@ -7,6 +7,9 @@ dotted path such as final.val_ppl), x = the method's `x:` field in the experimen
 panel). Points join into lines by the method's `series:` field (default: its label). Panels: one per
 dataset (one in all with `x_key`). `render.baseline: <method>` draws that run's y (a method with no x,
 e.g. the full softmax in an accuracy-vs-M figure) as a dashed horizontal line on its dataset's panel.
+`render.by_device: true` (an x measured in time, e.g. ms per step): when the figure's runs come from more than
+one device, each series splits into one line per device ("Optimal (cuda)"), so a GPU run's step time is never
+joined to, or averaged with, a CPU run's.
 """
 
 from __future__ import annotations
@@ -21,18 +24,29 @@ from xcbench.reporting.figures import LINESTYLES, MARKERS, figure_pages
 from xcbench.reporting.labels import method_label, pretty
 
 
+def _device_groups(exp: dict, recs: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(series suffix, records): one group of all records, or, with `render.by_device` and runs from
+    several devices, one per device (records without a `device` are CPU runs)."""
+    devices = sorted({r.get("device") or "cpu" for r in recs})
+    if not exp["render"].get("by_device") or len(devices) < 2:
+        return [("", recs)]
+    return [(f" ({dev})", [r for r in recs if (r.get("device") or "cpu") == dev]) for dev in devices]
+
+
 def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]]) -> list[dict[str, list]]:
     """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out."""
     opts, panels = exp["render"], []
     for datasets in dataset_groups:
         lines: dict[str, list] = {}
-        for d in datasets:
-            for m, spec in exp["methods"].items():
-                y = aggregate(recs, d, m, opts["y"])
-                x = aggregate(recs, d, m, opts["x_key"]) if opts.get("x_key") else {"mean": spec.get("x")}
-                if y is None or x is None or x["mean"] is None:
-                    continue
-                lines.setdefault(spec.get("series", method_label(exp, m)), []).append((float(x["mean"]), y["mean"]))
+        for suffix, group in _device_groups(exp, recs):
+            for d in datasets:
+                for m, spec in exp["methods"].items():
+                    y = aggregate(group, d, m, opts["y"])
+                    x = aggregate(group, d, m, opts["x_key"]) if opts.get("x_key") else {"mean": spec.get("x")}
+                    if y is None or x is None or x["mean"] is None:
+                        continue
+                    series = spec.get("series", method_label(exp, m)) + suffix
+                    lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
         panels.append({k: sorted(v) for k, v in lines.items()})
     return panels
 
@@ -54,11 +68,19 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
+    suffixes = [s for s, _ in _device_groups(exp, recs)]
     fig, axes = style.figure(len(panels))
+    palette = style.palette()
     for ax, datasets, lines in zip(axes[0], groups, panels):
-        for j, (series, pts) in enumerate(lines.items()):
+        bases: dict[str, int] = {}
+        for series, pts in lines.items():  # a series keeps its colour and marker on every device; hollow off the first
+            suffix = next((s for s in suffixes if s and series.endswith(s)), "")
+            base = series[:len(series) - len(suffix)]
+            j = bases.setdefault(base, len(bases))
+            color = palette[j % len(palette)]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
-                    markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)])
+                    markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)], color=color,
+                    markerfacecolor="none" if suffix and suffix != suffixes[0] else color)
         b = _baseline(exp, recs, datasets)
         if b is not None:
             ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
@@ -74,6 +96,9 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             ax.set_title(pretty(datasets[0]))
     style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0) + bool(opts.get("baseline")))
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
+    if len(devices := _device_groups(exp, recs)) > 1:
+        foot += (f" Runs from {len(devices)} devices: one line per device ("
+                 + ", ".join(s.strip(" ()") for s, _ in devices) + "), a step time measured on one is not joined to another's.")
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
     rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"
