@@ -86,7 +86,7 @@ def from_run(run: Path) -> dict:
 
 
 def encoder_name(model_cfg: dict) -> str:
-    from xcbench.model import encoder_config
+    from xcbench.runspec import encoder_config
 
     return encoder_config(model_cfg)["name"]
 

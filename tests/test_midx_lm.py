@@ -10,7 +10,8 @@ from xcbench.config import ConfigError, load_experiment, resolve_experiment
 from xcbench.features.transformer import PostNormTransformerLM, TransformerLM
 from xcbench.heads.sampled_softmax import SampledSoftmax
 from xcbench.io import write_json, write_yaml
-from xcbench.model import build_model, encoder_config
+from xcbench.model import build_model
+from xcbench.runspec import encoder_config
 from xcbench.registry import RENDERERS
 from xcbench.reporting.claims import evaluate_claims
 from xcbench.reporting.collect import collect

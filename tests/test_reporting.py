@@ -343,3 +343,42 @@ def test_kept_runs_render_without_their_optional_library(monkeypatch):
     assert any(r["method"] == "annoy_1" for r in collect(kept, exp))
     bare = for_rendering(f, "quick", kept)
     assert "annoy_1" not in bare["methods"] and "needs annoy" in bare["unavailable"]["annoy_1"]
+
+
+def test_render_and_claims_jobs_never_import_torch(tmp_path):
+    """A render or claims job reads JSON and draws: with every run of the paper's artifacts there, neither
+    it nor its caption (encoder, schedule defaults, whether the task trains) imports torch (2.4 s of a 4-s
+    job here). Fails when captions import the model, the tasks or torch's optimizers, or when a renderer
+    lookup imports every registry's packages."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = f"""
+import json, sys
+from pathlib import Path
+from xcbench.config import load_experiment, resolve_experiment
+from xcbench.io import write_yaml
+from xcbench.reporting.collect import expected_runs, run_dir
+from xcbench.runspec import run_spec
+from xcbench.cli import main
+R, O = {str(tmp_path / "results")!r}, {str(tmp_path / "fig")!r}
+for f in sorted(Path("config/experiments/class_selection").glob("*.yaml")):
+    exp = resolve_experiment(load_experiment(f), "tiny", check_libraries=False)
+    for d, m, s in expected_runs(exp):
+        p = run_dir(R, exp, d, m, s) / "metrics.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({{"metrics": {{"ident_top1": 0.5 + s / 10}}, "final": {{"step_ms": 3.0}}}}))
+        write_yaml(p.with_name("config.resolved.yaml"), run_spec(exp, d, m, s))  # what a run records
+main(["render", "--experiment", "config/experiments/class_selection/table2.yaml", "--scale", "tiny",
+      "--results", R, "--out", O + "/table2"])
+main(["render", "--experiment", "config/experiments/class_selection/fig2.yaml", "--scale", "tiny",
+      "--results", R, "--out", O + "/fig2"])
+main(["claims", "--claims", "config/claims/class_selection.yaml", "--experiments",
+      "config/experiments/class_selection", "--scale", "tiny", "--results", R, "--out", O + "/claims.md"])
+assert Path(O + "/fig2.png").exists() and Path(O + "/claims.md").exists()
+assert "torch" not in sys.modules, "a render or claims job imported torch"
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]

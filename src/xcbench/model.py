@@ -23,6 +23,7 @@ from torch import nn
 
 from xcbench.config import ConfigError
 from xcbench.registry import ENCODERS, HEADS
+from xcbench.runspec import encoder_config
 from xcbench.seed import torch_generator
 
 
@@ -65,18 +66,6 @@ def tie(encoder: nn.Module, head: nn.Module) -> None:
                           f"{tuple(W.shape)}; set the encoder's embedding size equal to its output size")
     table.weight = W
     head.tied = True
-
-
-def encoder_config(model_cfg: dict) -> dict:
-    """The encoder's {name, **params}, resolving a named entry of `model.encoders`."""
-    enc = model_cfg.get("encoder", {"name": "identity"})
-    if isinstance(enc, str):
-        named = model_cfg.get("encoders", {})
-        if enc not in named:
-            raise ConfigError(f"model.encoder {enc!r} is not among model.encoders {sorted(named)}; "
-                              "name one of them or give {name: ..., params}")
-        enc = named[enc]
-    return dict(enc)
 
 
 def build_model(model_cfg: dict, head_name: str, head_params: dict, in_dim: int, n_classes: int,

@@ -10,6 +10,19 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 
+_BUILTIN_MODULES = (  # the packages whose modules register the built-in entries
+    "xcbench.heads",
+    "xcbench.samplers",
+    "xcbench.selectors",
+    "xcbench.optim",
+    "xcbench.features",
+    "xcbench.data",
+    "xcbench.tasks",
+    "xcbench.reporting",
+)
+_imported: set[str] = set()
+
+
 class UnknownNameError(KeyError):
     """A registry lookup with a name nobody registered."""
 
@@ -18,10 +31,12 @@ class UnknownNameError(KeyError):
 
 
 class Registry:
-    """A named mapping from keys to classes (or factory functions)."""
+    """A named mapping from keys to classes (or factory functions). A lookup first imports the family's
+    `homes`, the packages that register its built-in entries (all of them unless narrowed: renderers live
+    in xcbench.reporting alone, so rendering a table never imports torch)."""
 
-    def __init__(self, family: str) -> None:
-        self.family = family
+    def __init__(self, family: str, homes: tuple[str, ...] = _BUILTIN_MODULES) -> None:
+        self.family, self.homes = family, homes
         self._entries: dict[str, Any] = {}
 
     def register(self, name: str) -> Callable[[Any], Any]:
@@ -35,7 +50,7 @@ class Registry:
         return deco
 
     def get(self, name: str) -> Any:
-        _import_builtin_modules()
+        _import_builtin_modules(self.homes)
         try:
             return self._entries[name]
         except KeyError:
@@ -48,11 +63,11 @@ class Registry:
         return self.get(name)(**kwargs)
 
     def names(self) -> list[str]:
-        _import_builtin_modules()
+        _import_builtin_modules(self.homes)
         return sorted(self._entries)
 
     def __contains__(self, name: str) -> bool:
-        _import_builtin_modules()
+        _import_builtin_modules(self.homes)
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
@@ -68,7 +83,7 @@ FEATURES = Registry("feature extractor")
 READERS = Registry("dataset format")
 GENERATORS = Registry("synthetic generator")
 TASKS = Registry("task")
-RENDERERS = Registry("renderer")
+RENDERERS = Registry("renderer", homes=("xcbench.reporting",))
 SCHEDULES = Registry("lr schedule")
 LOSSES = Registry("one-vs-all loss")
 ESTIMATORS = Registry("kernel estimator")
@@ -78,17 +93,6 @@ FAMILIES = {"heads": HEADS, "samplers": SAMPLERS, "selectors": SELECTORS, "optim
             "readers": READERS, "generators": GENERATORS, "tasks": TASKS, "estimators": ESTIMATORS,
             "renderers": RENDERERS}  # every family, for `xcbench list` and the parametrized tests
 
-_BUILTIN_MODULES = (
-    "xcbench.heads",
-    "xcbench.samplers",
-    "xcbench.selectors",
-    "xcbench.optim",
-    "xcbench.features",
-    "xcbench.data",
-    "xcbench.tasks",
-    "xcbench.reporting",
-)
-_imported = False
 
 
 def import_submodules(package: str) -> None:
@@ -102,13 +106,11 @@ def import_submodules(package: str) -> None:
         importlib.import_module(f"{package}.{info.name}")
 
 
-def _import_builtin_modules() -> None:
-    """Import the packages whose modules register the built-in entries (once)."""
-    global _imported
-    if _imported:
-        return
-    _imported = True
+def _import_builtin_modules(homes: tuple[str, ...] = _BUILTIN_MODULES) -> None:
+    """Import the packages that register built-in entries (each once)."""
     import importlib
 
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(mod)
+    for mod in homes:
+        if mod not in _imported:
+            _imported.add(mod)
+            importlib.import_module(mod)

@@ -12,7 +12,7 @@ import hashlib
 import json
 
 from xcbench import __version__
-from xcbench.config import deep_merge
+from xcbench.config import ConfigError, deep_merge
 
 
 def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
@@ -31,6 +31,18 @@ def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dic
         base = {k: v for k, v in base.items() if k != "encoder"}  # another encoder: none of the base's params
     model_cfg = deep_merge(deep_merge(base, per_ds.get("model", {})), spec.get("model", {}))
     return spec, train_cfg, model_cfg
+
+
+def encoder_config(model_cfg: dict) -> dict:
+    """The encoder's {name, **params}, resolving a named entry of `model.encoders`."""
+    enc = model_cfg.get("encoder", {"name": "identity"})
+    if isinstance(enc, str):
+        named = model_cfg.get("encoders", {})
+        if enc not in named:
+            raise ConfigError(f"model.encoder {enc!r} is not among model.encoders {sorted(named)}; "
+                              "name one of them or give {name: ..., params}")
+        enc = named[enc]
+    return dict(enc)
 
 
 def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import inspect
 
-from xcbench.model import encoder_config
-from xcbench.optim.weights import Plateau
-
-import xcbench.tasks  # noqa: F401  (registers the tasks)
-from xcbench.registry import TASKS
+from xcbench.runspec import encoder_config
+from xcbench.schedules import Plateau
 from xcbench.reporting.collect import expected_runs
 from xcbench.reporting.labels import method_label, pretty
 
@@ -133,12 +130,24 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
     return " ".join(parts)
 
 
+def _trains(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None, cfg: dict) -> bool:
+    """Whether the shown runs trained (a probe measures: no encoder or optimizer to state). When every
+    run recorded its settings, from them (records.resolved_config writes a probe's `train` as {}), so a
+    caption needs no torch; else from the task class, which imports the tasks."""
+    recorded = {(r["dataset"], r["method"]) for r in recs or [] if r.get("resolved")}
+    if runs and all(r in recorded for r in runs):
+        return any(cfg[r][1] for r in runs)
+    from xcbench.registry import TASKS
+
+    return TASKS.get(exp["task"]["name"]).trains
+
+
 def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = None) -> str:
     """The setup of every shown run, from the settings it ran with (its config.resolved.yaml)."""
     catalogue = catalogue or {}
-    trains = TASKS.get(exp["task"]["name"]).trains
     runs = list(dict.fromkeys((d, m) for d, m, _ in expected_runs(exp)))
     cfg = _run_configs(exp, runs, recs)
+    trains = _trains(exp, runs, recs, cfg)
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
              _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else "",
