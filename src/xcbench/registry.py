@@ -94,7 +94,6 @@ FAMILIES = {"heads": HEADS, "samplers": SAMPLERS, "selectors": SELECTORS, "optim
             "renderers": RENDERERS}  # every family, for `xcbench list` and the parametrized tests
 
 
-
 def import_submodules(package: str) -> None:
     """Import every module of a package folder, so that a new file's `@FAMILY.register` runs without
     editing the package's __init__ (adding a method = one file + one registration + one YAML line)."""
