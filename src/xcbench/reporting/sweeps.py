@@ -33,12 +33,14 @@ def _device_groups(exp: dict, recs: list[dict]) -> list[tuple[str, list[dict]]]:
     return [(f" ({dev})", [r for r in recs if (r.get("device") or "cpu") == dev]) for dev in devices]
 
 
-def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]]) -> list[dict[str, list]]:
-    """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out."""
+def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
+                 devices: list[tuple[str, list[dict]]] | None = None) -> list[dict[str, list]]:
+    """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out. `devices`:
+    `_device_groups`' split of `recs` (computed here when not given)."""
     opts, panels = exp["render"], []
     for datasets in dataset_groups:
         lines: dict[str, list] = {}
-        for suffix, group in _device_groups(exp, recs):
+        for suffix, group in devices or _device_groups(exp, recs):
             for d in datasets:
                 for m, spec in exp["methods"].items():
                     y = aggregate(group, d, m, opts["y"])
@@ -64,23 +66,24 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     opts = exp["render"]
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
     recs = collect(results, exp)
-    panels = sweep_points(exp, recs, groups)
+    devices = _device_groups(exp, recs)
+    panels = sweep_points(exp, recs, groups, devices)
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
-    suffixes = [s for s, _ in _device_groups(exp, recs)]
+    names = dict.fromkeys(spec.get("series", method_label(exp, m)) for m, spec in exp["methods"].items())
+    look = {name + suffix: (name, k) for k, (suffix, _) in enumerate(devices) for name in names}  # series -> (name, device)
     fig, axes = style.figure(len(panels))
     palette = style.palette()
     for ax, datasets, lines in zip(axes[0], groups, panels):
         bases: dict[str, int] = {}
         for series, pts in lines.items():  # a series keeps its colour and marker on every device; hollow off the first
-            suffix = next((s for s in suffixes if s and series.endswith(s)), "")
-            base = series[:len(series) - len(suffix)]
-            j = bases.setdefault(base, len(bases))
+            name, k = look[series]
+            j = bases.setdefault(name, len(bases))
             color = palette[j % len(palette)]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)], color=color,
-                    markerfacecolor="none" if suffix and suffix != suffixes[0] else color)
+                    markerfacecolor="none" if k else color)
         b = _baseline(exp, recs, datasets)
         if b is not None:
             ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
@@ -96,7 +99,7 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             ax.set_title(pretty(datasets[0]))
     style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0) + bool(opts.get("baseline")))
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
-    if len(devices := _device_groups(exp, recs)) > 1:
+    if len(devices) > 1:
         foot += (f" Runs from {len(devices)} devices: one line per device ("
                  + ", ".join(s.strip(" ()") for s, _ in devices) + "), a step time measured on one is not joined to another's.")
     fig.suptitle(title, fontsize=9)
