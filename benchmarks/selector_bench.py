@@ -363,6 +363,16 @@ def where(meta: dict) -> str:
     return f"CUDA, {dev}, torch {meta['torch']}" if meta.get("cuda") else f"{meta['threads']} CPU threads, {meta['machine']}"
 
 
+MIXTURE_MASS = (" On the mixture the logits W h are of unit scale, so the softmax spreads over all n classes and any "
+                "selection holds about |S_i| / n of it (optimal's top-q 1.5-3x random's share, both 1e-4 to 3e-4): the column "
+                "tells the selectors apart on trained embeddings (`--trained`, selectors_trained.md), not here.")
+
+
+def share(m: float) -> str:
+    """A share in [0, 1] to three decimals, or to two significant digits where three decimals would print 0."""
+    return f"{m:.3f}" if m >= 0.0005 else f"{m:.1e}"
+
+
 def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
     """Precision vs selection time: the figure OUT/<name>.png and the table's markdown lines."""
     import matplotlib
@@ -374,7 +384,7 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
     fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 3.4), squeeze=False)
     for ax, n in zip(axes[0], ns):
         for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o"),
-                        ("hf best-first", "P"), ("faiss_ivf", "^")):
+                        ("hf best-first", "P"), ("faiss_ivf", "^"), ("annoy", "v")):
             pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and family(r["selector"]) == fam]
             if pts:
                 ax.scatter(*zip(*pts), marker=mk, label=fam, s=22)
@@ -389,14 +399,15 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
              meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selector_bench.py docstring)") +
              f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
-             "own selection covers (the part of the negatives' gradient the restricted softmax keeps).", "",
+             "own selection covers (the part of the negatives' gradient the restricted softmax keeps)." +
+             ("" if "embeddings" in meta else MIXTURE_MASS), "",
              "Pooled: HF's distinct classes re-ranked per query.", "",
              "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | selection / optimal's |",
              "|---|---|---|---|---|---|---|---|---|"]
     for n in ns:
         opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")
         for r in (r for r in rows if r["n"] == n):
-            mass = f"{r['mass']:.3f}" if "mass" in r else "-"  # runs before the column was added
+            mass = share(r["mass"]) if "mass" in r else "-"  # runs before the column was added
             pooled = f"{r['pooled']:,.0f}" if "pooled" in r else "-"
             lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
                          f"{r['precision']:.3f} | {mass} | {r['selected']} | {pooled} | {r['select_s'] / opt:.3f} |")
@@ -443,6 +454,8 @@ def main() -> None:
     p.add_argument("--floor-only", action="store_true",
                    help="only the re-rank's floor at --step-n (and its cheaper row copies): no selectors, steps or k-means")
     p.add_argument("--name", default="selectors")
+    p.add_argument("--render-only", action="store_true",
+                   help="rewrite OUT/<name>.md and .png from OUT/<name>.json without measuring")
     p.add_argument("--trained", type=Path, metavar="RUN_DIR",
                    help="a class-selection run folder with checkpoint.pt (.../<dataset>/<method>/seed0): its trained "
                         "class embeddings and encoder features replace the mixture (no step or k-means tables)")
@@ -451,6 +464,9 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
                    help="where the embeddings, queries, selectors and steps live (faiss_ivf and the k-means table: CPU only)")
     a = p.parse_args()
+    if a.render_only:
+        saved = json.loads((OUT / f"{a.name}.json").read_text())
+        return render(saved["rows"], saved["steps"], saved["kmeans"], a.name, saved["meta"], saved.get("floor", ()))
     global DEV
     from xcbench.device import device_name, pick_device
 
