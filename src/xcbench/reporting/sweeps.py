@@ -33,6 +33,11 @@ def _device_groups(exp: dict, recs: list[dict]) -> list[tuple[str, list[dict]]]:
     return [(f" ({dev})", [r for r in recs if (r.get("device") or "cpu") == dev]) for dev in devices]
 
 
+def _series(exp: dict, m: str) -> str:
+    """The line a method's point joins: its `series` name, else its label."""
+    return exp["methods"][m].get("series", method_label(exp, m))
+
+
 def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                  devices: list[tuple[str, list[dict]]] | None = None) -> list[dict[str, list]]:
     """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out. `devices`:
@@ -47,7 +52,7 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                     x = aggregate(group, d, m, opts["x_key"]) if opts.get("x_key") else {"mean": spec.get("x")}
                     if y is None or x is None or x["mean"] is None:
                         continue
-                    series = spec.get("series", method_label(exp, m)) + suffix
+                    series = _series(exp, m) + suffix
                     lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
         panels.append({k: sorted(v) for k, v in lines.items()})
     return panels
@@ -71,7 +76,7 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
-    names = dict.fromkeys(spec.get("series", method_label(exp, m)) for m, spec in exp["methods"].items())
+    names = dict.fromkeys(_series(exp, m) for m in exp["methods"])
     look = {name + suffix: (name, k) for k, (suffix, _) in enumerate(devices) for name in names}  # series -> (name, device)
     fig, axes = style.figure(len(panels))
     palette = style.palette()
