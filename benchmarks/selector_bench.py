@@ -363,9 +363,19 @@ def where(meta: dict) -> str:
     return f"CUDA, {dev}, torch {meta['torch']}" if meta.get("cuda") else f"{meta['threads']} CPU threads, {meta['machine']}"
 
 
-MIXTURE_MASS = (" On the mixture the logits W h are of unit scale, so the softmax spreads over all n classes and any "
-                "selection holds about |S_i| / n of it (optimal's top-q 1.5-3x random's share, both 1e-4 to 3e-4): the column "
-                "tells the selectors apart on trained embeddings (`--trained`, selectors_trained.md), not here.")
+def mixture_mass(rows: list[dict]) -> str:
+    """Why the mass column is near 0 on the mixture, with optimal's and random's shares from `rows`."""
+    mass = {(r["n"], r["selector"]): r["mass"] for r in rows if "mass" in r}
+    ns = sorted(n for n, sel in mass if sel == "optimal" and (n, "random") in mass)
+    if not ns:
+        return ""
+    ratios = [mass[n, "optimal"] / mass[n, "random"] for n in ns]
+    shares = [mass[n, sel] for n in ns for sel in ("optimal", "random")]
+    span = f"{min(ratios):.1f}" if f"{min(ratios):.1f}" == f"{max(ratios):.1f}" else f"{min(ratios):.1f}-{max(ratios):.1f}"
+    return (" On the mixture the logits W h are of unit scale, so the softmax spreads over all n classes and any "
+            f"selection holds about |S_i| / n of it (optimal's top-q {span}x random's share, "
+            f"both {share(min(shares))} to {share(max(shares))}): the column tells the selectors apart on trained "
+            "embeddings (`--trained`, selectors_trained.md), not here.")
 
 
 def share(m: float) -> str:
@@ -400,7 +410,7 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
              f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
              "own selection covers (the part of the negatives' gradient the restricted softmax keeps)." +
-             ("" if "embeddings" in meta else MIXTURE_MASS), "",
+             ("" if "embeddings" in meta else mixture_mass(rows)), "",
              "Pooled: HF's distinct classes re-ranked per query.", "",
              "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | selection / optimal's |",
              "|---|---|---|---|---|---|---|---|---|"]
