@@ -166,3 +166,40 @@ def test_tar_links_are_refused(tmp_path):
     (tmp_path / "dest").mkdir()
     with pytest.raises(FetchError, match="links"):
         extract(arch, tmp_path / "dest")
+
+
+def test_a_mirror_copy_of_any_layout_beats_a_download_and_prepare_reads_the_layout_fetched(tmp_path, monkeypatch):
+    """Layout 0 has only a URL (here one that refuses), layout 1 is in the mirror: the mirror wins without
+    touching the network, the manifest records layout 1, and layout_of hands prepare that layout."""
+    from xcbench.data.fetch import layout_of, manual_steps
+
+    calls = []
+    monkeypatch.setattr("xcbench.data.fetch._download", lambda url, dest: calls.append(url))
+    (tmp_path / "m" / "ds").mkdir(parents=True)
+    (tmp_path / "m" / "ds" / "b.inter").write_bytes(b"head\nrows\n")
+    entry = _entry("ds", [{"name": "a.txt", "sha256": _sha(b"rows\n"), "urls": [UNREACHABLE]}], format="log",
+                   alternatives=[{"files": [{"name": "b.inter", "sha256": _sha(b"head\nrows\n")}], "format": "inter"}])
+    man = fetch_dataset(entry, tmp_path / "raw" / "ds", [tmp_path / "m"])
+    assert calls == [] and man["layout"] == 1 and list(man["files"]) == ["b.inter"]
+    assert layout_of(entry, tmp_path / "raw" / "ds")["format"] == "inter"
+    assert manual_steps(entry, []) == []  # layout 0 is downloadable
+    entry["files"][0] = {"name": "a.txt", "page": "https://example.org/get-it"}
+    assert manual_steps(entry, [tmp_path / "m"]) == []  # layout 1 is in a mirror
+    assert manual_steps(entry, []) == [f"ds: a.txt: download it from https://example.org/get-it and put it in <mirror>/ds/"]
+
+
+def test_an_archive_member_is_downloaded_once_for_all_its_files(tmp_path, monkeypatch):
+    data = _zip_bytes({"pkg/a.txt": b"A", "pkg/b.txt": b"B"})
+    calls = []
+
+    def fake(url, dest):
+        calls.append(url)
+        dest.write_bytes(data)
+
+    monkeypatch.setattr("xcbench.data.fetch._download", fake)
+    url = "https://example.org/pkg.zip"
+    entry = _entry("ds", [{"name": n, "sha256": _sha(n.upper()[:1].encode()), "urls": [{"url": url, "member": f"pkg/{n}"}]}
+                          for n in ("a.txt", "b.txt")])
+    man = fetch_dataset(entry, tmp_path / "raw", [])
+    assert calls == [url] and (tmp_path / "raw" / "b.txt").read_bytes() == b"B"
+    assert man["files"]["a.txt"]["source"] == f"{url}#pkg/a.txt" and _leftovers(tmp_path / "raw") == []

@@ -129,3 +129,29 @@ def test_real_mirror_files_parse_if_present(catalogue):
     X, Y = readers.read_xc_bow(f)
     assert X.shape == (3185, 500) and Y.shape == (3185, 983)
     assert np.all(np.diff(Y.indptr) >= 0)
+
+
+def test_libsvm_multilabel_gives_the_xc_readers_matrices(tmp_path):
+    """The same rows written both ways (header dropped, features from 1, a row without labels, a repeated
+    label) read to the same X and Y; a compressed file reads the same; a 1-based label file says so."""
+    import bz2
+
+    from xcbench.data.readers import read_libsvm_multilabel, read_xc_bow
+
+    xc = "3 5 4\n0,2 0:0.5 4:1.25\n 1:2\n3,3,1 2:0.0845 3:7\n"
+    lib = "0,2 1:0.5 5:1.25\n2:2\n3,3,1 3:0.0845 4:7\n"
+    (tmp_path / "a.txt").write_text(xc)
+    (tmp_path / "a.svm").write_text(lib)
+    (tmp_path / "a.bz2").write_bytes(bz2.compress(lib.encode()))
+    X0, Y0 = read_xc_bow(tmp_path / "a.txt")
+    for f in ("a.svm", "a.bz2"):
+        X, Y = read_libsvm_multilabel(tmp_path / f, n_features=5, n_labels=4)
+        assert (X != X0).nnz == 0 and (Y != Y0).nnz == 0 and X.dtype == np.float32
+    (tmp_path / "b.svm").write_text("1,4 1:1\n")
+    with pytest.raises(FormatError, match=r"b.svm:1: label id out of range.*label_base"):
+        read_libsvm_multilabel(tmp_path / "b.svm", n_features=5, n_labels=4)
+    X, Y = read_libsvm_multilabel(tmp_path / "b.svm", n_features=5, n_labels=4, label_base=1)
+    assert Y.indices.tolist() == [0, 3]
+    (tmp_path / "c.svm").write_text("0 1:1\n0 0:1\n")
+    with pytest.raises(FormatError, match=r"c.svm:2: bad feature '0:1'"):
+        read_libsvm_multilabel(tmp_path / "c.svm", n_features=5, n_labels=4)

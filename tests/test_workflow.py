@@ -80,6 +80,11 @@ def test_paper_scale_dry_run(tmp_path):
     r = _snakemake(_copy_workflow(tmp_path), "-n", "--config", "scale=paper")
     assert r.returncode == 0, r.out[-2000:]
     assert "wikipedia-500k" in r.out and "train" in r.out
+    # the XC sets served from Google Drive only: each named with its page and folder before any job is listed
+    head = r.out[:r.out.index("Job stats")]
+    assert "6 file(s) need a manual download" in head
+    for f in ("Amazon670K", "AmazonCat-13K", "DeliciousLarge", "Wiki10-31K", "WikiLSHTC", "Wiki500K"):
+        assert f"{f}.bow.zip: download it from https://manikvarma.github.io/" in head, f
 
 
 def test_every_compute_job_runs_one_torch_thread_and_quick_jobs_stay_on_the_cpu(tmp_path):

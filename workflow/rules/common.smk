@@ -10,6 +10,7 @@ from snakemake.utils import validate
 from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment
 from xcbench.runspec import run_spec, spec_hash
 from xcbench.checks import check_experiment
+from xcbench.data.fetch import manual_steps
 from xcbench.io import write_yaml
 from xcbench.reporting.collect import expected_runs, run_location
 
@@ -104,6 +105,21 @@ def render_outputs(kind):
 
 
 CATALOGUE = load_datasets()
+
+
+def manual_downloads():
+    """Files that no mirror holds and no URL serves (sign-in pages, Drive links), for every dataset this DAG
+    will fetch: said in the first lines of any snakemake call, before any job runs."""
+    wanted = sorted({d for exp in EXPS.values() for d, _, _ in expected_runs(exp)})
+    steps = [s for d in wanted if d in CATALOGUE and CATALOGUE[d].get("files")
+             and not os.path.exists(f"{DATA}/raw/{d}/manifest.json")
+             for s in manual_steps(CATALOGUE[d], config["data"]["mirrors"])]
+    if steps:
+        print(f"xcbench: {len(steps)} file(s) need a manual download before their jobs can run "
+              "(a mirror folder is $XCBENCH_MIRROR or one of data.mirrors):\n  " + "\n  ".join(steps), file=sys.stderr)
+
+
+manual_downloads()
 RAW_FORMATS = {"xc_bow"}  # formats whose samples are not feature vectors: the experiment's extractor applies
 
 

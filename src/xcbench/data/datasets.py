@@ -21,6 +21,7 @@ import torch
 
 from xcbench.data import logs, readers
 from xcbench.data.faces import FaceModel
+from xcbench.data.fetch import layout_of
 from xcbench.io import atomic_path
 from xcbench.registry import READERS
 from xcbench.seed import numpy_generator
@@ -68,30 +69,47 @@ def pad_labels(Y: sp.csr_matrix, rows: np.ndarray | None = None) -> torch.Tensor
 
 
 def prepare(entry: dict, raw_dir: str | Path, out_path: str | Path) -> dict:
+    """Read the layout that fetch put in raw_dir (the entry's own or an alternative) into one .npz."""
     raw_dir = Path(raw_dir)
-    arrays, meta = READERS.get(entry["format"])(entry, raw_dir)
+    lay = layout_of(entry, raw_dir)
+    arrays, meta = READERS.get(lay["format"])(lay, raw_dir)
     meta = {"dataset": entry["name"], "task": entry["task"], "format": entry["format"], **meta}
     save_npz(out_path, arrays, meta)
     return meta
 
 
-@READERS.register("xc_bow")
-def _prepare_xc_bow(entry: dict, raw: Path) -> tuple[dict, dict]:
+def _xmc_parts(entry: dict, read) -> tuple[dict, dict]:
+    """Train and test (X, Y) of an XMC layout: its own train/test files, one file split at a fixed row
+    (`split.train_rows`, a published split stored as one file), or one file split at random (80/20)."""
     files = entry["splits"]
-    if "all" in files:
-        X, Y = readers.read_xc_bow(raw / files["all"])
-        split = entry.get("split", {"test_frac": 0.2, "seed": 0})
-        tr, te = split_rows(X.shape[0], split["test_frac"], split["seed"], f"{entry['name']}/test-split")
-        parts = {"train": (X[tr], Y[tr]), "test": (X[te], Y[te])}
-        extra = {"test_split": split}
+    if "all" not in files:
+        return {s: read(files[s]) for s in ("train", "test")}, {}
+    X, Y = read(files["all"])
+    split = entry.get("split", {"test_frac": 0.2, "seed": 0})
+    if "train_rows" in split:
+        tr, te = np.arange(split["train_rows"]), np.arange(split["train_rows"], X.shape[0])
     else:
-        parts = {s: readers.read_xc_bow(raw / files[s]) for s in ("train", "test")}
-        extra = {}
+        tr, te = split_rows(X.shape[0], split["test_frac"], split["seed"], f"{entry['name']}/test-split")
+    return {"train": (X[tr], Y[tr]), "test": (X[te], Y[te])}, {"test_split": split}
+
+
+def _xmc_arrays(parts: dict, extra: dict) -> tuple[dict, dict]:
     arrays = {f"{s}_{k}": m for s, (X, Y) in parts.items() for k, m in (("X", X), ("Y", Y))}
-    n_labels = parts["train"][1].shape[1]
-    meta = {"n_labels": n_labels, "n_features": parts["train"][0].shape[1],
+    meta = {"n_labels": parts["train"][1].shape[1], "n_features": parts["train"][0].shape[1],
             **{f"n_{s}": X.shape[0] for s, (X, _) in parts.items()}, **extra}
     return arrays, meta
+
+
+@READERS.register("xc_bow")
+def _prepare_xc_bow(entry: dict, raw: Path) -> tuple[dict, dict]:
+    return _xmc_arrays(*_xmc_parts(entry, lambda f: readers.read_xc_bow(raw / f)))
+
+
+@READERS.register("libsvm_multilabel")
+def _prepare_libsvm_multilabel(entry: dict, raw: Path) -> tuple[dict, dict]:
+    read = lambda f: readers.read_libsvm_multilabel(raw / f, entry["n_features"], entry["n_classes"],  # noqa: E731
+                                                    label_base=entry.get("label_base", 0))
+    return _xmc_arrays(*_xmc_parts(entry, read))
 
 
 @READERS.register("lm_text")

@@ -4,6 +4,9 @@
   `n_samples n_features n_labels`, then one line per sample `l1,l2,... f:v f:v ...` with 0-based
   ids; a line may carry no labels (it starts with a space or directly with `f:v`). Returns scipy
   CSR matrices X (n, d) float32 and Y (n, L) with ones.
+- LIBSVM multi-label text (`read_libsvm_multilabel`, the LIBSVM data page's copies of the Mulan
+  sets): the XC format without its header and with 1-based feature indices, `l1,l2 f:v f:v ...`;
+  sizes come from the catalogue. `.bz2` files are read compressed.
 - Word-level LM text (`read_lm_text`, PTB and WikiText-2): whitespace tokens, `<eos>` appended to
   every line, vocabulary built from the training split in order of first appearance.
 - Interaction logs (ratings, check-ins) are read by `xcbench.data.logs`.
@@ -15,6 +18,7 @@ Malformed input raises `FormatError` naming the file and the 1-based line number
 
 from __future__ import annotations
 
+import bz2
 import warnings
 from pathlib import Path
 
@@ -219,6 +223,53 @@ def _parse_lines(path: Path, text: str) -> tuple[sp.csr_matrix, sp.csr_matrix, n
     Y = sp.csr_matrix((np.ones(len(y_idx), np.float32), np.asarray(y_idx, np.int64), np.asarray(y_ptr, np.int64)),
                       shape=(n, L))
     return X, Y, np.asarray(rows)
+
+
+def read_libsvm_multilabel(path: str | Path, n_features: int, n_labels: int, feature_base: int = 1,
+                           label_base: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """X (n, n_features) float32 and Y (n, n_labels) CSR from a LIBSVM multi-label file: per line an
+    optional comma-separated label list, then `index:value` pairs, indices counted from feature_base
+    and labels from label_base. The same rows as the XC file they were converted from (header dropped,
+    indices + 1) give the same matrices as `read_xc_bow`."""
+    path = Path(path)
+    raw = bz2.decompress(path.read_bytes()) if path.suffix == ".bz2" else path.read_bytes()
+    x_ptr, x_idx, x_val, y_ptr, y_idx = [0], [], [], [0], []
+    for lineno, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        toks = line.split()
+        if not toks:
+            continue
+        lab = "" if (line[0].isspace() or ":" in toks[0]) else toks[0]
+        if lab:
+            try:
+                ls = sorted({int(t) - label_base for t in lab.split(",") if t != ""})
+            except ValueError:
+                raise _fail(path, lineno, f"bad label list {lab!r}", "labels are comma-separated integers") from None
+            if ls and not (0 <= ls[0] and ls[-1] < n_labels):
+                raise _fail(path, lineno, f"label id out of range [{label_base}, {n_labels + label_base})",
+                            "set label_base (the first label's id) or n_classes in config/datasets.yaml")
+            y_idx.extend(ls)
+        for t in toks[1:] if lab else toks:
+            k, sep, v = t.partition(":")
+            try:
+                fi, fv = int(k) - feature_base, float(v)
+            except ValueError:
+                raise _fail(path, lineno, f"bad feature {t!r}", "features are written 'index:value'") from None
+            if not sep or not 0 <= fi < n_features:
+                raise _fail(path, lineno, f"bad feature {t!r}",
+                            f"index must be in [{feature_base}, {n_features + feature_base}): n_features in the catalogue")
+            x_idx.append(fi)
+            x_val.append(fv)
+        x_ptr.append(len(x_idx))
+        y_ptr.append(len(y_idx))
+    n = len(x_ptr) - 1
+    X = sp.csr_matrix((np.asarray(x_val, np.float32), np.asarray(x_idx, np.int64), np.asarray(x_ptr, np.int64)),
+                      shape=(n, n_features))
+    Y = sp.csr_matrix((np.ones(len(y_idx), np.float32), np.asarray(y_idx, np.int64), np.asarray(y_ptr, np.int64)),
+                      shape=(n, n_labels))
+    if not np.isfinite(X.data).all():
+        raise _fail(path, 1, "a feature value is not finite", "nan or inf in a LIBSVM file: regenerate or clean it")
+    X.sum_duplicates()
+    return X, Y
 
 
 def read_lm_text(paths: dict[str, str | Path]) -> tuple[dict[str, np.ndarray], list[str]]:
