@@ -397,3 +397,32 @@ def test_corrections_with_exact_proposal_follow_their_closed_form_gradients(corr
         mean = oo.grad.mean(0)
         want = full * (m / (m + 1) if correct == "both" else 1 / (1 + q[t]))
         assert (mean - want).abs().max() < 0.02, (m, (mean - want).abs().max())
+
+
+def test_quadratic_by_scores_is_the_trees_distribution_and_draws_from_it():
+    """draw: scores (every class scored, no tree) gives the tree's log q exactly, its draws follow it
+    (chi-square), and row updates keep it equal to a fresh build; auto picks by the counted cost."""
+    g = torch.Generator().manual_seed(5)
+    E = torch.randn(N, D, generator=g)
+    tree, scores = SAMPLERS.get("quadratic")(N, alpha=3.0), SAMPLERS.get("quadratic")(N, alpha=3.0, draw="scores")
+    tree.update(E, None)
+    scores.update(E, None)
+    h, ids = _h(), torch.arange(N).expand(3, -1)
+    assert scores.left == [] and torch.allclose(scores.log_prob(h, ids), tree.log_prob(h, ids), atol=1e-5)
+    assert torch.allclose(scores.log_prob(h, ids).double().exp(), _quadratic_brute(h, E, 3.0), atol=1e-5)
+    drawn, log_q = scores.sample(h[:1].expand(20000, -1), 1, torch.Generator().manual_seed(6))
+    assert torch.allclose(log_q[:, 0], scores.log_prob(h[:1], drawn.T).squeeze(0))
+    p = scores.log_prob(h[:1], ids[:1]).double().exp().squeeze(0)
+    p = p / p.sum()
+    assert chisquare(torch.bincount(drawn.flatten(), minlength=N).numpy(), (p * 20000).numpy()).pvalue > 1e-3
+    rows = torch.tensor([1, 7, 30])
+    E2 = E.clone()
+    E2[rows] = torch.randn(3, D, generator=g)
+    scores.update_rows(rows, E2[rows])
+    tree.update(E2, None)
+    assert torch.allclose(scores.log_prob(h, ids), tree.log_prob(h, ids), atol=1e-5)
+    auto = SAMPLERS.get("quadratic")(10_000, draw="auto")
+    auto.draws = 100
+    assert auto.scores_cheaper(10_000, 200) and not auto.scores_cheaper(10 ** 6, 64)  # PTB; 10^6 classes, d = 64
+    with pytest.raises(ValueError, match="draw must be one of"):
+        SAMPLERS.get("quadratic")(N, draw="brute")

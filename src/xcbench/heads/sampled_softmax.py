@@ -125,6 +125,7 @@ class SampledSoftmax(NormalizedSoftmax):
         if correct not in CORRECTIONS:
             raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
+        self.sampler.draws = m
         self.m, self.sparse_grad, self.correct = m, sparse_grad, correct
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
