@@ -41,3 +41,21 @@ def test_readme_headline_rows_are_the_kept_trees_claims():
     kept = sorted((REPO / "reference" / "paper-cpu" / "figures").glob("*/claims.json"))
     assert region.strip() == headlines_markdown(kept).strip()
     assert region.count("\n|") >= 2, "no headline row: mark claims `headline: true` and rerender"
+
+
+def test_readme_is_a_front_page_whose_tables_render():
+    """At most ~150 lines and 15 KB; no line over 200 characters outside code blocks and the generated
+    headline rows; every table's rows follow a header and a separator (a blank line inside a table
+    turns its remaining rows into raw text)."""
+    import re
+
+    from xcbench.reporting.report import HEADLINE_END, HEADLINE_START
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 150 and len(text.encode()) <= 15_000
+    before, rest = text.split(HEADLINE_START, 1)
+    prose = re.sub(r"```.*?```", "", before + rest.split(HEADLINE_END, 1)[1], flags=re.S)
+    assert [ln for ln in prose.splitlines() if len(ln) > 200] == []
+    lines = re.sub(r"```.*?```", "", text, flags=re.S).splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith("|") and not (i and lines[i - 1].startswith("|")):  # a table's first line
+            assert i + 1 < len(lines) and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i + 1]), f"README line {ln!r}"

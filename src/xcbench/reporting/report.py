@@ -67,12 +67,13 @@ HEADLINE_START, HEADLINE_END = "<!-- headlines:start -->", "<!-- headlines:end -
 
 
 def headlines_markdown(claims_json: list[str | Path]) -> str:
-    """The rows of claims marked `headline: true`, paper's number beside ours (README's Results)."""
+    """The rows of claims marked `headline: true`, paper's number beside ours (README's Results). The verdict
+    column holds the verdict alone; its measured reason stays in the paper's claims.md."""
     lines = ["| paper | claim | dataset | paper's number | ours | verdict |", "|---|---|---|---|---|---|"]
     for p in claims_json:
         res = read_json(p)
         lines += [f"| {res['paper']} | {r['claim']} | {pretty(r['dataset'])} | {r['paper']} | {r['ours']} | "
-                  f"{r['verdict']} |" for r in res["rows"] if r.get("headline")]
+                  f"{r['verdict'].split(' (', 1)[0]} |" for r in res["rows"] if r.get("headline")]
     return "\n".join(lines) + "\n"
 
 
