@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -66,7 +67,11 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         _sync(device)
         waits.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
+        if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
+            with FlopCounterMode(display=False) as flops:
+                train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
+        else:
+            train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
         _sync(device)
         times.append(time.perf_counter() - t0)
     model.eval()
@@ -78,17 +83,37 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     data_s = statistics.median(waits[1:])
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
+            "matmul_gflop": flops.get_total_flops() / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
 
 
+def gemm_gflops(device: torch.device, n: int = 2048, reps: int = 5) -> float:
+    """The device's float32 matrix-product rate here (GFLOP/s, best of reps): what a step's matmul FLOPs
+    would take if they ran at it (the `floor ms` column: the arithmetic floor, gathers and launches not counted)."""
+    a = torch.randn(n, n, device=device)
+    best = float("inf")
+    for _ in range(reps + 1):
+        _sync(device)
+        t0 = time.perf_counter()
+        a @ a
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
 def table(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "", "| method | ms / step | data wait ms | index build s | eval s | batches / epoch | "
-             "epoch (min) | epochs | run (h) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# {title}", "", "| method | ms / step | matmul floor ms | data wait ms | index build s | eval s | "
+             "batches / epoch | epoch (min) | epochs | run (h) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | {r['eval_s']:.1f} | "
-                     f"{r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
+        floor = f"{r['floor_ms']:.1f}" if "floor_ms" in r else "-"
+        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
+                     f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
+    if rows and "gemm_gflops" in rows[0]:
+        lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward) at "
+                  f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
+                  "2048^3 product); gathers, element-wise work and launches are not in it."]
     return "\n".join(lines) + "\n"
 
 
@@ -132,9 +157,11 @@ def main() -> None:
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
-    rows = []
+    rows, rate = [], gemm_gflops(device)
     for method in a.methods or list(exp["methods"]):
-        rows.append({**one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval), "dataset": a.dataset, "scale": a.scale,
+        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval)
+        rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
+                     "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
                      "kernels": "atomic" if a.nondeterministic else "deterministic"})
         print(json.dumps(rows[-1]), flush=True)

@@ -78,3 +78,25 @@ def test_train_concurrency_speedup_is_k_runs_throughput_over_one_runs():
              "torch": "t"} for k, ms in ((1, 20.0), (2, 30.0), (4, 80.0))]
     body = [ln.split(" | ") for ln in tc.table(rows, a).splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [(r[0], r[3], r[4]) for r in body] == [("| 1", "50", "1.00"), ("| 2", "67", "1.33"), ("| 4", "50", "1.00")]
+
+
+def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_path):
+    """A run cut after 4 of its 10 epochs owes 6/10 of its measured projection; a canonical train_step file
+    wins over a named variant; a run measured nowhere is counted as unmeasured."""
+    import json as _json
+
+    paper_cost = _load("paper_cost")
+    run = tmp_path / "rff" / "fig3" / "ptb" / "exp" / "seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(_json.dumps({"cut_short_after_epoch": 4, "device_name": "cpu"}))
+    rec = {"paper": "rff", "artifact": "fig3", "method": "exp", "dataset": "ptb", "gpu": False, "epochs": 10,
+           "run_h": 2.0, "step_ms": 300.0}
+    records = [{**rec, "source": "train_step_rff_fig3_paper.json"},
+               {**rec, "run_h": 99.0, "step_ms": 1.0, "source": "train_step_rff_fig3_paper_old_loop.json"}]
+    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, records) if r["paper"] == "rff"}
+    exp = rows[("fig3", "exp")]
+    assert exp["kept_epochs"] == 4 and exp["cpu"]["step_ms"] == 300.0 and abs(exp["cpu"]["left_h"] - 1.2) < 1e-9
+    assert "cpu" not in rows[("fig3", "uniform")] and rows[("fig3", "uniform")]["kept_epochs"] == 0
+    assert ("fig3", "full") not in rows  # Figure 2 owns the identical Full run
+    md = paper_cost.markdown(list(rows.values()))
+    assert "| rff | fig3 | 3 | 0 | 1 | 2 | 1.20 (1) | - | 2 |" in md

@@ -1,0 +1,139 @@
+"""The paper scale's cost plan: for every artifact, its runs, which are kept in the reference tree (whole
+or cut after some epochs), the measured ms a step on a CPU and on a GPU with the projected hours of each
+run, and the total still to spend. Nothing is typed: runs come from the experiment files, kept runs from
+`reference/paper-cpu/results/`, step rates from every `benchmarks/out/train_step_*.json` (written by
+benchmarks/train_step.py; its `matmul floor ms` where the record has one). A run's hours scale the
+measured projection to the experiment's epochs; a kept run cut after k epochs still owes the rest.
+
+    python benchmarks/paper_cost.py            # -> benchmarks/out/paper_cost.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "out"
+
+
+def step_records(folder: Path) -> list[dict]:
+    """Every train_step record, tagged with its paper, artifact (from the record or its file name) and
+    whether a GPU measured it."""
+    out = []
+    for f in sorted(folder.glob("train_step_*.json")):
+        stem = f.stem.removeprefix("train_step_")
+        for r in json.loads(f.read_text()):
+            paper = r.get("paper") or next((p for p in PAPERS if stem.startswith(p + "_")), None)
+            artifact = r.get("artifact") or stem.removeprefix(f"{paper}_").split("_paper")[0]
+            gpu = "cuda" in stem or any(k in r.get("device", "") for k in ("NVIDIA", "H100", "H200", "cuda"))
+            out.append({**r, "paper": paper, "artifact": artifact, "gpu": gpu, "source": f.name})
+    return out
+
+
+def best_record(records: list[dict], paper: str, artifact: str, dataset: str, method: str, gpu: bool) -> dict | None:
+    """The measurement of this run's method on this dataset: its own artifact's before another artifact's of
+    the paper with the same method key; a file under train_step.py's default name (`<paper>_<artifact>_paper`,
+    `_cuda`, `_<dataset>`) before a named variant (`_loop`, `_atomic`: a past code path or setting); then the
+    last file in name order."""
+    mine = [r for r in records if (r["paper"], r["method"], r.get("dataset"), r["gpu"]) == (paper, method, dataset, gpu)]
+    if not mine:
+        return None
+
+    def rank(r: dict) -> tuple:
+        base = f"train_step_{r['paper']}_{r['artifact']}_paper"
+        canonical = r["source"] in {f"{base}{x}.json" for x in ("", "_cuda", f"_{dataset}", f"_{dataset}_cuda")}
+        return (r["artifact"] == artifact, canonical, r["source"])
+
+    return max(mine, key=rank)
+
+
+def plan(root: Path, records: list[dict]) -> list[dict]:
+    from xcbench.config import load_experiment, resolve_experiment
+    from xcbench.reporting.collect import expected_runs, run_location
+
+    rows = []
+    for f in sorted((REPO / "config" / "experiments").glob("*/*.yaml")):
+        exp = resolve_experiment(load_experiment(f), "paper")
+        if exp.get("runs_of"):
+            continue  # a view: its runs are its owner's
+        epochs = int(exp.get("train", {}).get("epochs", 1))
+        for d, m, s in expected_runs(exp):
+            owner, key = run_location(exp, d, m, s)
+            if owner != exp["artifact"]:
+                continue  # trained (and counted) by the artifact that owns the identical run
+            metrics = root / exp["paper"] / owner / d / key / f"seed{s}" / "metrics.json"
+            done = json.loads(metrics.read_text()) if metrics.exists() else None
+            trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
+            row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "seed": s,
+                   "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name")}
+            for kind, gpu in (("cpu", False), ("gpu", True)):
+                r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu)
+                if r:
+                    run_h = r["run_h"] * epochs / max(1, int(r["epochs"]))
+                    row[kind] = {"step_ms": r["step_ms"], "floor_ms": r.get("floor_ms"), "run_h": run_h,
+                                 "left_h": run_h * (epochs - row["kept_epochs"]) / epochs,
+                                 "device": r.get("device"), "source": r["source"]}
+            rows.append(row)
+    return rows
+
+
+def _h(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:,.0f}")
+
+
+def markdown(rows: list[dict]) -> str:
+    arts: dict[tuple, list[dict]] = {}
+    for r in rows:
+        arts.setdefault((r["paper"], r["artifact"]), []).append(r)
+    lines = ["# Cost plan of the paper scale", "",
+             "Per artifact: its own runs (views render other artifacts' runs and are not listed), how many are kept "
+             "in `reference/paper-cpu` whole or cut short, and the hours the rest still needs from measured step rates "
+             "(`benchmarks/out/train_step_*.json`: CPU at the threads named there, GPU on the card named there); "
+             "`unmeasured` runs have no step rate yet. Rendered by `python benchmarks/paper_cost.py`.", "",
+             "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
+             "GPU h left (measured runs) | unmeasured |", "|---|---|---|---|---|---|---|---|---|"]
+    tot = {"cpu": 0.0, "gpu": 0.0}
+    for (p, a), rs in arts.items():
+        whole = sum(r["kept_epochs"] == r["epochs"] for r in rs)
+        cut = sum(0 < r["kept_epochs"] < r["epochs"] for r in rs)
+        left = {k: [r[k]["left_h"] for r in rs if k in r and r["kept_epochs"] < r["epochs"]] for k in ("cpu", "gpu")}
+        unmeasured = sum("cpu" not in r and "gpu" not in r and r["kept_epochs"] < r["epochs"] for r in rs)
+        for k in tot:
+            tot[k] += sum(left[k])
+        cells = [f"{_h(sum(v))} ({len(v)})" if v else "-" for v in (left["cpu"], left["gpu"])]
+        lines.append(f"| {p} | {a} | {len(rs)} | {whole} | {cut} | {len(rs) - whole - cut} | {cells[0]} | {cells[1]} | "
+                     f"{unmeasured} |")
+    lines += ["", f"Measured runs still to train: {_h(tot['cpu'])} CPU-hours or {_h(tot['gpu'])} GPU-hours "
+              "(each total over the runs measured on that kind of machine).", "",
+              "## Runs with a measured step rate", "",
+              "| artifact | dataset | method | epochs (kept) | CPU ms / step | matmul floor ms | CPU h | GPU ms / step | GPU h |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "cpu" not in r and "gpu" not in r:
+            continue
+        c, g = r.get("cpu", {}), r.get("gpu", {})
+        lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
+                     f"{_h(c.get('step_ms'))} | {_h(c.get('floor_ms'))} | {_h(c.get('run_h'))} | {_h(g.get('step_ms'))} | "
+                     f"{_h(g.get('run_h'))} |")
+    return "\n".join(lines) + "\n"
+
+
+PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if p.is_dir()), key=len, reverse=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kept", type=Path, default=REPO / "reference" / "paper-cpu" / "results" / "paper")
+    p.add_argument("--out-dir", type=Path, default=OUT)
+    a = p.parse_args()
+    rows = plan(a.kept, step_records(OUT))
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    (a.out_dir / "paper_cost.json").write_text(json.dumps(rows, indent=1))
+    (a.out_dir / "paper_cost.md").write_text(markdown(rows))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
