@@ -260,3 +260,22 @@ def test_loss_timing_probe_times_and_skips_oversized_trees(vectors):
     assert r["time_ms"] > 0 and r["n"] == probe.n_classes
     r = probe.measure({"head": "sampled_softmax", "params": {"sampler": "quadratic", "m": 5, "normalize": True}}, 0)
     assert r == {"skipped_tree_gib": pytest.approx(512 * (16 * 16 + 1) * 4 / 2 ** 30)}
+
+
+def test_gathered_levels_in_chunks_of_queries_give_the_unchunked_draws(monkeypatch):
+    """_left_mass gathers a few queries' rows at a time (GATHER_BYTES) when all of them would exceed GATHER_ONCE:
+    one query per chunk, several, and all at once give the same draws and log q to float rounding (bmm's last
+    bit may depend on its batch size)."""
+    import xcbench.samplers.kernel_tree as kt
+
+    monkeypatch.setattr(kt, "GATHER_ONCE", 0)
+    n, d = 300, 5
+    E, h = _unit(n, d, 4).float(), _unit(7, d, 5).float()
+    out = []
+    for chunk in (1, 3 * 50 * 32 * 4, 1 << 40):  # bytes: one query, three, every query in one chunk
+        monkeypatch.setattr(kt, "GATHER_BYTES", chunk)
+        s = SAMPLERS.get("rff")(n, dense_nodes=1, D=16)
+        s.update(E, None)
+        out.append(s.sample(h, 50, torch.Generator().manual_seed(0)))
+    for ids, lq in out[1:]:
+        assert torch.equal(ids, out[0][0]) and torch.allclose(lq, out[0][1], atol=1e-5)
