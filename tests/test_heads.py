@@ -65,3 +65,35 @@ def test_ova_formulas():
     o = bce.scores(h)
     want = (F.softplus(o) - t * o).mean()
     assert bce.loss(h, y, idx, None).item() == pytest.approx(want.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("multi", [False, True])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+def test_full_chunked_equals_full_softmax_loss_and_gradients(multi, chunk):
+    """Class-chunked online log-sum-exp: the same loss and the same gradients of h, W and b as the
+    materialised full softmax, single- and multi-label (a row without labels skipped), any chunk size."""
+    from xcbench.heads.full_softmax import softmax_ce
+
+    g = torch.Generator().manual_seed(3)
+    B, d, C = 9, 5, 53
+    h = torch.randn(B, d, generator=g, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, C, (B,), generator=g)
+    if multi:
+        y = torch.randint(0, C, (B, 4), generator=g)
+        y[torch.rand(B, 4, generator=g) < 0.4] = -1
+        y[2] = -1  # a row without labels
+    heads = [HEADS.get(name)(d, C, torch.Generator().manual_seed(0), **kw)
+             for name, kw in (("full_softmax", {}), ("full_chunked", {"chunk": chunk}))]
+    for hd in heads:
+        hd.double()
+        with torch.no_grad():
+            hd.b.copy_(torch.randn(C, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+    grads = []
+    for hd in heads:
+        h.grad = None
+        loss = hd.loss(h, y, torch.arange(B), None)
+        loss.backward()
+        grads.append((loss.detach(), h.grad.clone(), hd.W.grad.clone(), hd.b.grad.clone()))
+    assert torch.allclose(grads[0][0], softmax_ce(heads[0].scores(h), y))
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-10, rtol=1e-10)
