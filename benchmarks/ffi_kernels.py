@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import torch
-
 from timing import timed
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -51,7 +50,8 @@ def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [f"# Uniform sparse layer: Triton kernel vs torch gather path ({rows[0]['device']})", "",
-             "| m | I | s | fwd torch ms | fwd triton ms | speed-up | fwd+bwd torch ms | fwd+bwd triton ms | speed-up | labels back-propagated |",
+             "| m | I | s | fwd torch ms | fwd triton ms | speed-up | fwd+bwd torch ms | fwd+bwd triton ms | speed-up | "
+             "labels back-propagated |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['m']:,} | {r['e']:,} | {r['s']} | {r['torch_fwd_ms']:.2f} | {r['triton_fwd_ms']:.2f} | "

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from selector_bench import mixture, per_example_mask
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -93,7 +92,8 @@ def main() -> None:
         full += times(lambda: step("full"))
         print(f"round {r} full softmax step {statistics.median(full[-a.repeats:]):.3f} s", flush=True)
     f = statistics.median(full)
-    rows = [{"probe": s[0], "prefilter": s[1], "probe_width": s[2], "precision": v["precision"], "select_s": statistics.median(v["select"]), "step_s": statistics.median(v["step"]),
+    rows = [{"probe": s[0], "prefilter": s[1], "probe_width": s[2], "precision": v["precision"],
+             "select_s": statistics.median(v["select"]), "step_s": statistics.median(v["step"]),
              "select_all": v["select"], "step_all": v["step"]} for s, v in got.items()]
     meta = {"n": n, "d": d, "B": B, "M": n // 100, "threads": torch.get_num_threads(), "machine": platform.machine(),
             "rounds": a.rounds, "repeats": a.repeats, "full_step_s": f, "full_all": full}

@@ -4,7 +4,8 @@
 
 Each case runs in its own process: peak memory is the process's peak resident size after the step minus
 its peak after allocating W, b, h and (then freed) tensors the size of their gradients (ru_maxrss, CPU);
-the step starts with no gradient (zero_grad's default), so its backward allocates them as training does. Floor: the bytes of the class rows a
+the step starts with no gradient (zero_grad's default), so its backward allocates them as training does. Floor: the
+bytes of the class rows a
 step must touch, W read in the forward pass, read again and its gradient written in the backward
 (3 n d 4 bytes), beside the measured time. Ratios are side by side in one run.
 

@@ -36,6 +36,7 @@ RUNS = [("wlm", "negatives"), ("wlm", "both"), ("ref", "negatives"), ("ref", "bo
 def one(args: tuple) -> dict:
     protocol, correct, processed, epochs = args
     from table4_run import build, short_fit
+
     from xcbench.runtime import configure_process
 
     configure_process(1)

@@ -37,6 +37,7 @@ OUT = Path(__file__).resolve().parent / "out"
 def one(args: tuple) -> dict:
     method, optimizer, lr, processed, epochs, tie, encoder = args
     from table4_run import build, paper_train, short_fit
+
     from xcbench.runtime import configure_process
 
     configure_process(1)
@@ -44,7 +45,8 @@ def one(args: tuple) -> dict:
     _, train, model_cfg, task, model = build(method, processed, model=over)
     train_cfg = paper_train(train, epochs, lr=lr, optimizer=optimizer)
     hist, note = short_fit(model, task, train_cfg)
-    return {"method": method, "optimizer": optimizer, "lr": lr, "tie": tie, "encoder": encoder, "train": train_cfg, "model": model_cfg, "note": note,
+    return {"method": method, "optimizer": optimizer, "lr": lr, "tie": tie, "encoder": encoder,
+            "train": train_cfg, "model": model_cfg, "note": note,
             "val_ppl": [h["val_ppl"] for h in hist], "train_loss": [h["train_loss"] for h in hist],
             "epoch_s": [h["epoch_time_s"] for h in hist]}
 
@@ -56,12 +58,16 @@ def table(rows: list[dict]) -> str:
              "", "Paper-scale Transformer (2 layers, 4 heads, feed-forward 1,024, embedding 200, dropout 0.5); SGD on the "
              "mean token loss or Adam, batch 20, gradient norm clipped to 0.25, constant learning rate; `correct: both`; zero-state "
              "evaluation windows of 35 tokens. Blocks: `transformer_lm` (pre-norm, ReLU, final LayerNorm; ours) or `transformer_lm_post` "
-             "(the reference code's: post-norm, GELU, dropout on the output). One thread per run, 2-core CPU (benchmarks/midx_transformer_lr.py).",
-             "", f"| method | optimiser | lr | class embeddings | blocks | {head} | seconds / epoch | note |", "|---|---|---|---|---|" + "---|" * (epochs + 1) + "---|---|"]
+             "(the reference code's: post-norm, GELU, dropout on the output). One thread per run, 2-core CPU "
+             "(benchmarks/midx_transformer_lr.py).",
+             "", f"| method | optimiser | lr | class embeddings | blocks | {head} | seconds / epoch | note |",
+             "|---|---|---|---|---|" + "---|" * (epochs + 1) + "---|---|"]
     for r in rows:
         v = [f"{x:,.1f}" if x < 1e6 else f"{x:.1e}" for x in r["val_ppl"]] + ["–"] * (epochs + 1 - len(r["val_ppl"]))
         secs = f"{sum(r['epoch_s'][1:]) / max(1, len(r['epoch_s']) - 1):.0f}"
-        lines.append(f"| {r['method']} | {r.get('optimizer', 'sgd')} | {r['lr']:g} | {'tied' if r.get('tie') else 'untied'} | {r.get('encoder', 'transformer_lm')} | {' | '.join(v)} | {secs} | {r['note'][:120]} |")
+        tie = "tied" if r.get("tie") else "untied"
+        lines.append(f"| {r['method']} | {r.get('optimizer', 'sgd')} | {r['lr']:g} | {tie} | {r.get('encoder', 'transformer_lm')} | "
+                     f"{' | '.join(v)} | {secs} | {r['note'][:120]} |")
     return "\n".join(lines) + "\n"
 
 

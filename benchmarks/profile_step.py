@@ -15,7 +15,6 @@ import itertools
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-
 from train_step import build, run_args
 
 

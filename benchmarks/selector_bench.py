@@ -230,7 +230,7 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
                 rows[-1]["pooled"] = sel.forest.pooled.float().mean().item()
             print(f"n={n:>8} {tag:<28} build {build:8.3f} s  select {1000 * sel_s:9.2f} ms  precision {prec:.3f}"
                   f"  mass {mass:.3f}", flush=True)
-        del sel
+        sel = None  # released before the next selector is built
     return rows
 
 
@@ -282,7 +282,7 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
             opt.step()
         out[f"{key}_step_s"] = timed(step, repeats)[0]
         print(f"n={n} {key} step {out[f'{key}_step_s']:.3f} s", flush=True)
-        del head, opt
+        head = opt = None  # released before the next head is built
     out["speedup"] = {k[:-7]: out["full_step_s"] / v for k, v in out.items() if k.endswith("_step_s") and k != "full_step_s"}
     return out
 
@@ -407,12 +407,14 @@ def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
     fig.savefig(OUT / f"{name}.png", dpi=130)
     lines = [f"# Selectors: precision vs selection time ({where(meta)})", "",
              meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selector_bench.py docstring)") +
-             f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives (q = ceil(M / B)) in its own selection.", "",
+             f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives "
+             "(q = ceil(M / B)) in its own selection.", "",
              "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
              "own selection covers (the part of the negatives' gradient the restricted softmax keeps)." +
              ("" if "embeddings" in meta else mixture_mass(rows)), "",
              "Pooled: HF's distinct classes re-ranked per query.", "",
-             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | selection / optimal's |",
+             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | "
+             "selection / optimal's |",
              "|---|---|---|---|---|---|---|---|---|"]
     for n in ns:
         opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")

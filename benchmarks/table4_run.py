@@ -19,8 +19,8 @@ def build(method: str, processed: str, params: dict | None = None, model: dict |
     import torch
 
     from xcbench.config import dataset_entry, deep_merge, load_datasets, load_experiment, resolve_experiment
-    from xcbench.runspec import method_config
     from xcbench.model import build_model
+    from xcbench.runspec import method_config
     from xcbench.tasks.base import make_task
 
     exp = resolve_experiment(load_experiment(EXPERIMENT), "paper")

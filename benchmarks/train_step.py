@@ -167,7 +167,8 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
-             f"({rows[0]['device'] if rows else '?'}{', atomic kernels' if a.nondeterministic else ''}; median of {a.steps} steps after a warm-up; projected times)")
+             f"({rows[0]['device'] if rows else '?'}{', atomic kernels' if a.nondeterministic else ''}; "
+             f"median of {a.steps} steps after a warm-up; projected times)")
     a.out_dir.mkdir(parents=True, exist_ok=True)
     (a.out_dir / f"{name}.json").write_text(json.dumps(rows, indent=1))
     (a.out_dir / f"{name}.md").write_text(table(rows, title))

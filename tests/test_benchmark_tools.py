@@ -4,7 +4,6 @@ midx_seed_curves' reading of training logs."""
 import json
 
 import pytest
-
 from conftest import load_benchmark as _load
 
 

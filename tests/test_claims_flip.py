@@ -3,8 +3,8 @@ one number (the left side's) across the threshold turns it to 'not held'."""
 
 
 import pytest
-
 from conftest import REPO
+
 from xcbench.config import SCALES, load_experiment, resolve_experiment
 from xcbench.io import read_yaml
 from xcbench.reporting.claims import KINDS, side_methods

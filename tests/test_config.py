@@ -1,11 +1,10 @@
 """Configuration files: schemas reject unknown keys; scales merge onto the base."""
 
 import pytest
-
-from xcbench.config import ConfigError, ROOT, load_datasets, load_experiment, resolve_experiment, validate
-from xcbench.io import write_yaml
-
 from conftest import TINY_EXP
+
+from xcbench.config import ROOT, ConfigError, load_datasets, load_experiment, resolve_experiment, validate
+from xcbench.io import write_yaml
 
 
 def test_every_shipped_experiment_resolves_at_every_scale():

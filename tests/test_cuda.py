@@ -87,6 +87,7 @@ def test_hf_scores_gathered_pools_in_batches_on_cuda_and_selects_the_cpus_classe
     """DENSE_RATIO 0: every pool is scored from gathered rows, one query at a time on the CPU and by
     rerank.batched (padded rows of chunks of queries, one bmm) on CUDA: the same selected set."""
     from test_selective import clustered
+
     from xcbench.selectors import rerank as rr
 
     monkeypatch.setattr(rr, "DENSE_RATIO", 0)

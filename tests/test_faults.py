@@ -215,6 +215,7 @@ def test_train_accepts_a_seed_that_a_view_adds_and_no_other():
     four of fig2's methods): hf_5 with seed 1 is still refused (checked before any data is read)."""
     import subprocess
     import sys
+
     from xcbench.reporting.collect import view_runs
 
     fig2 = "config/experiments/class_selection/fig2.yaml"

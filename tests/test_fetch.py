@@ -185,7 +185,7 @@ def test_a_mirror_copy_of_any_layout_beats_a_download_and_prepare_reads_the_layo
     assert manual_steps(entry, []) == []  # layout 0 is downloadable
     entry["files"][0] = {"name": "a.txt", "page": "https://example.org/get-it"}
     assert manual_steps(entry, [tmp_path / "m"]) == []  # layout 1 is in a mirror
-    assert manual_steps(entry, []) == [f"ds: a.txt: download it from https://example.org/get-it and put it in <mirror>/ds/"]
+    assert manual_steps(entry, []) == ["ds: a.txt: download it from https://example.org/get-it and put it in <mirror>/ds/"]
 
 
 def test_an_archive_member_is_downloaded_once_for_all_its_files(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import csv
 
 import pytest
 import torch
+from conftest import REPO
 
 from xcbench.config import ConfigError, load_experiment, normalise_methods, resolve_experiment
 from xcbench.io import write_yaml
@@ -16,8 +17,6 @@ from xcbench.samplers.base import Sampler
 from xcbench.selection import BestEpoch
 from xcbench.tasks.base import make_task
 from xcbench.train import run
-
-from conftest import REPO
 
 DEV = torch.device("cpu")
 

@@ -11,11 +11,11 @@ from xcbench.features.transformer import PostNormTransformerLM, TransformerLM
 from xcbench.heads.sampled_softmax import SampledSoftmax
 from xcbench.io import write_json, write_yaml
 from xcbench.model import build_model
-from xcbench.runspec import encoder_config
 from xcbench.registry import RENDERERS
 from xcbench.reporting.claims import evaluate_claims
 from xcbench.reporting.collect import collect
 from xcbench.reporting.sweeps import sweep_points
+from xcbench.runspec import encoder_config
 from xcbench.tasks.base import make_task
 
 

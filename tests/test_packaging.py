@@ -6,7 +6,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import REPO
 
 
@@ -30,3 +29,15 @@ def test_core_needs_neither_snakemake_nor_matplotlib():
             "[m for m in sys.modules if m.startswith(('snakemake', 'matplotlib'))]\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_ruff_is_clean():
+    """The linter configured in pyproject.toml ([tool.ruff]) passes on src/, tests/ and benchmarks/."""
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    r = subprocess.run([ruff, "check", "src", "tests", "benchmarks"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:]

@@ -60,13 +60,13 @@ def test_default_workers():
 def test_lazy_faces_training_is_independent_of_read_ahead(tmp_path, catalogue):
     """A lazy-faces run trained with 0 and 3 read-ahead threads: identical batches, curves and metrics
     (fails if read-ahead reorders batches or pairs rows with another batch's labels)."""
+    from conftest import TINY_EXP
+
+    from xcbench.config import normalise_methods
     from xcbench.data.datasets import prepare
     from xcbench.data.synthetic import generate
     from xcbench.tasks.base import make_task
-    from xcbench.config import normalise_methods
     from xcbench.train import run
-
-    from conftest import TINY_EXP
 
     entry = catalogue["synthetic-faces-tiny"]
     entry = {**entry, "name": "lazy", "params": {**entry["params"], "lazy": True}}

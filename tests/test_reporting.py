@@ -3,10 +3,10 @@
 import pytest
 
 from xcbench.io import write_json, write_yaml
+from xcbench.registry import RENDERERS
 from xcbench.reporting.claims import evaluate_claims
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.report import write_report
-from xcbench.registry import RENDERERS
 
 EXP = {"paper": "p", "artifact": "t", "title": "T", "task": {"name": "xmc", "params": {}}, "scale": "quick",
        "render": {"kind": "table", "renderer": "metric_table", "metrics": ["P@1"], "percent": True},

@@ -6,12 +6,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import make_test_task
 
 from xcbench.heads.sampled_softmax import pick_one_positive
-from xcbench.registry import HEADS, OPTIMIZERS, SAMPLERS, TASKS
 from xcbench.optim.weights import clip_grad_norm
-
-from conftest import make_test_task
+from xcbench.registry import HEADS, OPTIMIZERS, SAMPLERS
 
 
 def _unit(n, d, seed):

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from xcbench.checks import check_experiment, check_repository
 from xcbench.config import ConfigError, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
@@ -130,10 +130,10 @@ def test_a_scale_skips_methods_by_name_or_pattern_and_runs_every_other(tmp_path)
 def test_check_and_explain_do_not_depend_on_installed_libraries(monkeypatch):
     """`xcbench check` reads the files: a method whose optional library is missing still runs at some scale
     (fig2's annoy runs), and `explain` still shows its settings."""
+    from conftest import REPO
+
     from xcbench import checks
     from xcbench.explain import explain
-
-    from conftest import REPO
 
     monkeypatch.setattr(checks, "unavailable", lambda methods: {m: "needs a library" for m in methods})
     assert check_repository(REPO / "config" / "experiments", REPO / "config" / "claims") == []

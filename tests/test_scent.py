@@ -242,11 +242,11 @@ def test_row_sgd_matches_dense_sgd_without_momentum():
 
 
 def test_nu_is_checkpointed_and_resumed(tiny_xmc, tmp_path):
+    from conftest import TINY_EXP
+
     from xcbench.config import normalise_methods
     from xcbench.tasks.base import make_task
     from xcbench.train import run
-
-    from conftest import TINY_EXP
 
     exp = {**TINY_EXP, "task": {"name": "multiclass", "params": {"eval_train_size": 100}},
            "methods": normalise_methods({"scent": {"head": "minmin_ce", "params": {"dual": "scent",

@@ -275,7 +275,7 @@ def test_hsm_is_a_distribution_and_its_loss_is_minus_log_path_probability():
     assert torch.allclose(logp.exp().sum(1), torch.ones(4), atol=1e-5)
     # brute force: walk the range-halving tree explicitly
     def path_prob(hv, c):
-        lo, hi, node, p = 0, C, 0, 1.0
+        lo, hi, p = 0, C, 1.0
         ids = {}
         queue = [(0, C)]
         while queue:  # number the internal nodes breadth-first, as balanced_paths does
@@ -463,7 +463,8 @@ def test_probe_reranks_the_cells_of_best_first_walks(probe, width, Q, dense, mon
 def test_prefilter_rescores_the_best_of_a_bfloat16_pass(rerank, monkeypatch):
     """Brute force, robust to ties: per query, the exactly scored short list holds k Q of the pooled
     classes (those of the probed walks) and none outside it ranks above it by the bfloat16 rows (times
-    the row norms for `inner`); the Q kept rank first in it by the float32 rows (the first pass: bfloat16 rows times the bfloat16 query). Rows are clusters of
+    the row norms for `inner`); the Q kept rank first in it by the float32 rows (the first pass: bfloat16 rows times
+    the bfloat16 query). Rows are clusters of
     near-copies that bfloat16 cannot tell apart (spread 1e-3), so keeping the first pass's order fails.
     With k Q at least the pool: the exact re-rank's selection."""
     monkeypatch.setattr(rr, "DENSE_RATIO", 0)

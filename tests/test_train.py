@@ -13,10 +13,10 @@ import time
 import pytest
 import torch
 
+from xcbench.checkpoint import StopAfter
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
 from xcbench.tasks.base import make_task
-from xcbench.checkpoint import StopAfter
 from xcbench.train import TrainingDiverged, run
 
 DEV = torch.device("cpu")
@@ -116,9 +116,9 @@ def _cli_train(tiny_xmc, tmp_path, out, experiment):
 
 
 def _slow_experiment(tmp_path):
-    from xcbench.io import write_yaml
-
     from conftest import TINY_EXP
+
+    from xcbench.io import write_yaml
 
     exp = {k: v for k, v in TINY_EXP.items() if k != "scale"}
     exp["train"] = {**exp["train"], "epochs": 40, "batch_size": 8}

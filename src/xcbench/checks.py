@@ -20,9 +20,8 @@ import inspect
 from pathlib import Path
 
 from xcbench.config import ConfigError
+from xcbench.registry import DUALS, ENCODERS, HEADS, OPTIMIZERS, SAMPLERS, SCHEDULES, SELECTORS, TASKS, UnknownNameError
 from xcbench.runspec import method_config, task_config
-from xcbench.registry import (DUALS, ENCODERS, HEADS, OPTIMIZERS, SAMPLERS, SCHEDULES, SELECTORS, TASKS,
-                              UnknownNameError)
 
 FRAMEWORK = {"self", "in_dim", "n_classes", "gen"}
 NESTED = {"sampler": (SAMPLERS, "sampler_params"), "selector": (SELECTORS, "selector_params"),

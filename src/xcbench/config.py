@@ -12,9 +12,9 @@ task's params are checked by the task class itself (tasks/base.py).
 from __future__ import annotations
 
 import copy
-import functools
 import difflib
 import fnmatch
+import functools
 import re
 from pathlib import Path
 from typing import Any

@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.runspec import run_spec
 from xcbench.reporting.collect import run_location
+from xcbench.runspec import run_spec
 
 SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first
     "head": [("methods", "{m}", "head")],

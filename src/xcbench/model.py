@@ -18,7 +18,6 @@ one: `model: {encoder: LSTM, encoders: {LSTM: {name: lstm_lm, ...}, Transformer:
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from xcbench.config import ConfigError

@@ -22,8 +22,8 @@ import torch
 
 from xcbench import __version__
 from xcbench.config import ROOT
-from xcbench.runspec import method_config, run_spec
 from xcbench.device import device_name
+from xcbench.runspec import method_config, run_spec
 
 LOG = logging.getLogger("xcbench.train")
 WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-
 _BUILTIN_MODULES = (  # the packages whose modules register the built-in entries
     "xcbench.heads",
     "xcbench.samplers",

@@ -30,14 +30,14 @@ from tqdm import tqdm
 
 from xcbench.checkpoint import load_checkpoint, stop_after
 from xcbench.config import ConfigError
-from xcbench.runspec import method_config, run_spec  # noqa: F401 (method_config: re-exported)
 from xcbench.device import deterministic_kernels
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
 from xcbench.records import history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
-from xcbench.runtime import optimizer_step
 from xcbench.registry import OPTIMIZERS, SCHEDULES
+from xcbench.runspec import method_config, run_spec  # noqa: F401 (method_config: re-exported)
+from xcbench.runtime import optimizer_step
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
 

@@ -4,7 +4,8 @@ A lazily generated training set (data/faces.py: every row a pure function of its
 of numpy per batch of 512 (87K faces), more than the whole full-softmax step on a GPU: measured on an
 H100 machine, 6.6 ms of waiting for each batch beside a 5.3 ms step, 0.5-0.7 ms with 4 threads
 (benchmarks/out/train_step_class_selection_table2_paper_cuda*.md). numpy releases the GIL inside its
-ufunc loops and matrix products, so a few threads generate batches k+1..k+w while batch k trains. Results come back in the items' order and are the same values as
+ufunc loops and matrix products, so a few threads generate batches k+1..k+w while batch k trains. Results come back
+in the items' order and are the same values as
 computing them inline (f is pure), so a run's numbers do not depend on the thread count.
 
     for x in read_ahead(rows.__getitem__, batches, workers=4): ...

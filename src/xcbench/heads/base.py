@@ -27,7 +27,6 @@ import math
 import torch
 from torch import nn
 
-
 BYTES_PER_ROW_COPIES = 3  # weights, gradient, momentum of each resident row (the class-selection paper's SGD)
 
 

@@ -21,7 +21,8 @@ full-softmax gradient shrunk by 1/(m+1), the same factor for every example; unde
 frequent targets count less (tests/test_samplers.py checks both by Monte Carlo). A positive the
 proposal cannot draw (q(t | h) = 0: LSH) is corrected as if q(t | h) = 1/n.
 Multi-label rows (XMC) are reduced to one uniformly drawn positive per row and step, and a draw
-of any of the row's positives counts as an accidental hit. With q = softmax(o) (the `exact` sampler) the expected gradient tends to the full-softmax gradient
+of any of the row's positives counts as an accidental hit. With q = softmax(o) (the `exact` sampler) the expected
+gradient tends to the full-softmax gradient
 as m grows (tests/test_samplers.py). Class rows are read with `F.embedding(sparse=True)`, so the
 gradient of E is a sparse row tensor touching only the rows used in the batch: a step costs
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the

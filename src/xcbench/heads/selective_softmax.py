@@ -33,6 +33,7 @@ from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.metrics import cp_at_k, ncg_at_k
 from xcbench.registry import HEADS, SELECTORS
 
+
 def probe_metrics(o: torch.Tensor, y: torch.Tensor, ks: list[int]) -> dict[str, float]:
     """CP_K and NCG_K of probe logits o (P, C) for the K in ks below C."""
     ks = [k for k in ks if k < o.shape[1]]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import inspect
 
-from xcbench.runspec import encoder_config
-from xcbench.schedules import Plateau
 from xcbench.reporting.collect import expected_runs
 from xcbench.reporting.labels import method_label, pretty
+from xcbench.runspec import encoder_config
+from xcbench.schedules import Plateau
 
 FEATURE_FORMATS = {"xc_bow"}  # raw formats whose samples go through the experiment's feature extractor
 

@@ -5,7 +5,8 @@
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held (", partial: no run of ..." when
 a side's runs are only partly there, a method or some of the artifact's seeds: evaluated over those present) / not run (results missing) /
-no data (every run is there and none reports the metric: a misspelt metric) / not at this scale (the claim's dataset, or one of its methods, is not run by the artifact at this scale); a
+no data (every run is there and none reports the metric: a misspelt metric) / not at this scale (the claim's dataset,
+or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).

@@ -9,8 +9,8 @@ import statistics
 from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.runspec import run_spec, spec_hash
 from xcbench.io import read_json, read_yaml
+from xcbench.runspec import run_spec, spec_hash
 
 
 def _identity(spec: dict) -> str:

@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from xcbench.io import write_text
-from xcbench.reporting import html as H
 from xcbench.registry import RENDERERS
+from xcbench.reporting import html as H
 from xcbench.reporting import style
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import collect
 from xcbench.reporting.labels import method_label, pretty
-
 
 MARKERS = ("o", "s", "^", "D", "v", "x", "*", "P")
 LINESTYLES = ("-", "--", "-.", ":")

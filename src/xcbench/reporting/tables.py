@@ -10,8 +10,8 @@ from pathlib import Path
 
 from xcbench.config import ConfigError, deep_merge
 from xcbench.io import write_text
-from xcbench.reporting import html as H
 from xcbench.registry import RENDERERS
+from xcbench.reporting import html as H
 from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.labels import method_label, pretty

@@ -18,8 +18,6 @@ Defaults: 16 tables x 4 bits (the public MIDX code's LSH index).
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from xcbench.registry import SAMPLERS

@@ -6,7 +6,8 @@ step (`fit_step`, samplers/base.py). They are buffers, not model parameters: the
 schedule and gradient clipping are the language model's (Table 4's SGD lr 20 with a global norm clip
 of 0.25 would give the codewords lr 20 and let their gradient take the clip's budget). Adam's
 moments are buffers too, so a resumed run continues the same updates. The proposal is MIDX's
-(Theorem 2, samplers/midx.py) with the current codewords, so its log q stays exact after every update. Codewords start from k-means at the first index build; every
+(Theorem 2, samplers/midx.py) with the current codewords, so its log q stays exact after every update. Codewords
+start from k-means at the first index build; every
 later epoch start only re-assigns the classes to their nearest learned codewords (no k-means), and
 every step re-assigns the chunk's classes and rebuilds the cells (O(n) counting), so a class's
 cell never lags the codewords by more than n / chunk steps (stale cells with moved codewords made

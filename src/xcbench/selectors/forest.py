@@ -16,7 +16,8 @@ below Q) gives its classes. `pool` r > 1 (not in the paper; Annoy's search_k ide
 at the deepest node holding at least r Q classes, so each tree contributes a larger cell around the
 query to the re-ranked pool (r = 1 is the paper's walk). The classes pooled over the L trees are re-ranked by cosine to the query
 and the Q closest are the example's selection (`rerank: inner` ranks the pool by the response w_c . x
-instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B)); query O(L (log(C / Q) d + Q d)).
+instead, the quantity Optimal ranks by: rows' norms differ, so the two orders differ). Build O(L C d log(C / B));
+query O(L (log(C / Q) d + Q d)).
 
 `probe` k > 0 and `probe_width` w (not in the paper) add best-first walks from the untaken sides nearest
 to the query (selectors/probe.py).

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from xcbench.registry import SELECTORS
 from xcbench.kmeans import kmeans
+from xcbench.registry import SELECTORS
 from xcbench.selectors.base import IndexedSelector, Selector, groups_of, members
 
 

@@ -22,8 +22,8 @@ from typing import Any, Iterator, NamedTuple
 import torch
 
 from xcbench.config import ConfigError
-from xcbench.runspec import task_config
 from xcbench.registry import TASKS
+from xcbench.runspec import task_config
 
 
 class Param(NamedTuple):

@@ -17,7 +17,6 @@ The curves start before the first update (epoch 0).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from xcbench import metrics as M

@@ -9,7 +9,8 @@ Two sources of data:
 Features are rescaled by one global factor so that the mean squared row norm on the training split
 equals the dimension d (tf-idf+SVD rows have norm <= 1, face features ~sqrt(d/2): one learning
 rate then suits both sources; directions and relative norms are unchanged; for rows generated per
-batch (`lazy` synthetic faces) the mean is taken over a fixed sample of 65,536 training rows). Per epoch it reports the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
+batch (`lazy` synthetic faces) the mean is taken over a fixed sample of 65,536 training rows). Per epoch it reports
+the full softmax cross-entropy (chunked over examples so a (n, K) matrix is
 never held) and top-1 accuracy on a fixed training subset (`eval_train_size` examples drawn with
 `split_seed`) and on the validation split (all of it, or a fixed `eval_val_size` subset, also used for
 test); the curves start before the first update (epoch 0).

@@ -86,8 +86,8 @@ class Probe(Task):
 def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device) -> dict:
     """What a measurement task's DAG job does: `task.measure(spec, seed)`, then the result folder
     (metrics.json, history.csv) like a training run's."""
-    from xcbench.records import LOG, format_values, history_csv, run_record
     from xcbench.io import write_json, write_text
+    from xcbench.records import LOG, format_values, history_csv, run_record
 
     label = f"{dataset}/{method}"
     LOG.info("%s measures %s (a measurement: nothing is trained, so no epochs)", label, exp["task"]["name"])
