@@ -9,7 +9,8 @@ no data (every run is there and none reports the metric: a misspelt metric) / no
 or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
-{scale: text}` is printed beside a "not held" verdict at that scale (the measured reason).
+{scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
+"not held (at the <scale> scale: text)".
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
 (MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all".
@@ -151,7 +152,7 @@ def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> di
     # a partial 'not held' gets its reason too (below the best of several runs stays not held as runs arrive)
     why = c.get("why_not", {}).get(scale, "") if verdict.startswith("not held") else ""
     return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
-            "verdict": verdict + (f" ({why})" if why else ""), "scale": scale, "check": check,
+            "verdict": verdict + (f" (at the {scale} scale: {why})" if why else ""), "scale": scale, "check": check,
             **({"headline": True} if c.get("headline") else {})}
 
 
