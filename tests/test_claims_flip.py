@@ -63,3 +63,16 @@ def test_a_first_vs_final_claim_on_one_epoch_runs_is_not_testable():
             r["epochs"] = epochs
         rows = KINDS["compare"](claim, exp, recs, exp["scale"], None)
         assert {r["verdict"].split(":")[0].split(" (")[0] for r in rows if r["dataset"] in datasets} == {want}
+
+
+@pytest.mark.parametrize("paper,claim", [(p, c) for p, c in CLAIMS if "paper_ratio" in c],
+                         ids=[f"{p}-{c['id']}" for p, c in CLAIMS if "paper_ratio" in c])
+def test_no_threshold_is_looser_than_the_papers_number_by_more_than_it_states(paper, claim):
+    """A claim recording the paper's own ratio (`paper_ratio`, left / right) may not ask for less than that
+    ratio divided by its stated `tolerance`: factor <= paper_ratio x tolerance for < and <=, factor >=
+    paper_ratio / tolerance for > and >=."""
+    bound, f = claim["paper_ratio"], claim["factor"]
+    if claim["op"] in ("<", "<="):
+        assert f <= bound * claim["tolerance"], f"{claim['id']}: factor {f} looser than {bound} x {claim['tolerance']}"
+    else:
+        assert f >= bound / claim["tolerance"], f"{claim['id']}: factor {f} looser than {bound} / {claim['tolerance']}"
