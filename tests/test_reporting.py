@@ -193,7 +193,8 @@ def test_rerender_reference_tree_from_kept_results(tmp_path):
     for f in ("rff/table1.md", "rff/table2.html", "rff/claims.md", "REPORT.md", "REPORT.html"):
         assert (tmp_path / "figures" / f).stat().st_size > 0, f
     claims = (tmp_path / "figures" / "rff" / "claims.md").read_text()
-    assert "Scale: paper. 5/6 held." in claims  # only the claims of the artifacts this tree holds (RFF time: 2.3x > 2x)
+    # only the claims of the artifacts this tree holds; not held: RFF time 2.3x > 2x, MSE gaps 45x < 100x and 6x < 3,200x
+    assert "Scale: paper. 3/6 claims of the paper held (3 not held)." in claims
     assert (tmp_path / "figures" / "rff" / "table1.md").read_text() == \
         (REPO / "reference" / "paper-cpu" / "figures" / "rff" / "table1.md").read_text()
 
@@ -382,3 +383,18 @@ assert "torch" not in sys.modules, "a render or claims job imported torch"
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_claims_markdown_counts_claims_apart_from_setup_checks():
+    """held / not held / partial / not testable are counted over the paper's claims only; a not-held reason
+    that mentions 'partial' does not make a row partial; checks of the setup get their own section."""
+    from xcbench.reporting.claims import claims_markdown, verdict_counts
+
+    row = lambda v, **kw: {"claim": "c", "dataset": "all", "check": "", "paper": "", "ours": "", "verdict": v, **kw}  # noqa: E731
+    rows = [row("held"), row("not held (at the paper scale: a partial epoch)"), row("held, partial: no run of x"),
+            row("not testable: one epoch trained, so its first and final epochs are the same"),
+            row("not held", setup_check=True)]
+    assert verdict_counts(rows[:4]) == {"held": 1, "not held": 1, "partial": 1, "not testable": 1, "not run": 0}
+    md = claims_markdown({"title": "t", "scale": "paper", "rows": rows})
+    assert "1/4 claims of the paper held (1 not held, 1 partial, 1 not testable)." in md
+    assert md.index("## Checks of the setup") < md.rindex("**not held**")

@@ -153,7 +153,7 @@ def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> di
     why = c.get("why_not", {}).get(scale, "") if verdict.startswith("not held") else ""
     return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
             "verdict": verdict + (f" (at the {scale} scale: {why})" if why else ""), "scale": scale, "check": check,
-            **({"headline": True} if c.get("headline") else {})}
+            **({"headline": True} if c.get("headline") else {}), **({"setup_check": True} if c.get("check") else {})}
 
 
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
@@ -184,16 +184,34 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             "kept": only is not None}
 
 
+def verdict_counts(rows: list[dict]) -> dict[str, int]:
+    """held / not held / partial (a verdict evaluated over the runs present) / not testable / not run."""
+    out = {"held": 0, "not held": 0, "partial": 0, "not testable": 0, "not run": 0}
+    for r in rows:
+        v = r["verdict"]
+        key = ("partial" if ", partial" in v.split(" (at the ")[0] else "not testable" if v.startswith("not testable")
+               else "held" if v == "held" else "not held" if v.startswith("not held") else "not run")
+        out[key] += 1
+    return out
+
+
 def claims_markdown(res: dict) -> str:
-    n_held = sum(r["verdict"] == "held" for r in res["rows"])  # "not held (why)" counts as not held
-    untestable = sum(r["verdict"].startswith("not testable") for r in res["rows"])
-    tested = len(res["rows"]) - untestable
+    claims = [r for r in res["rows"] if not r.get("setup_check")]
+    checks = [r for r in res["rows"] if r.get("setup_check")]
+    n = verdict_counts(claims)
     kept = " Kept results tree: only the claims whose runs it holds." if res.get("kept") else ""
-    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n_held}/{tested} held"
-             + (f" ({untestable} not testable on these runs)" if untestable else "") + f".{kept}", "",
+    counts = ", ".join(f"{v} {k}" for k, v in n.items() if v and k != "held")
+    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n['held']}/{len(claims)} claims of the paper held"
+             + (f" ({counts})" if counts else "") + f".{kept}", "",
              "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "
-              f"**{r['verdict']}** |" for r in res["rows"]]
+    row = lambda r: (f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "  # noqa: E731
+                     f"**{r['verdict']}** |")
+    lines += [row(r) for r in claims]
+    if checks:
+        lines += ["", "## Checks of the setup", "", "Not claims of the paper, so not counted above: they test that the runs "
+                  "are set up as the paper's (initial losses, sizes).", "",
+                  "| check | dataset | rule | paper | ours | verdict |", "|---|---|---|---|---|---|"]
+        lines += [row(r) for r in checks]
     return "\n".join(lines) + "\n"
 
 

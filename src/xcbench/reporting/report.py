@@ -69,12 +69,19 @@ HEADLINE_START, HEADLINE_END = "<!-- headlines:start -->", "<!-- headlines:end -
 def headlines_markdown(claims_json: list[str | Path]) -> str:
     """The rows of claims marked `headline: true`, paper's number beside ours (README's Results). The verdict
     column holds the verdict alone; its measured reason stays in the paper's claims.md."""
+    from xcbench.reporting.claims import verdict_counts
+
     lines = ["| paper | claim | dataset | paper's number | ours | verdict |", "|---|---|---|---|---|---|"]
+    counts = ["", "Every claim of the kept tree, per paper (checks of the setup apart):", "",
+              "| paper | claims | held | not held | partial | not testable |", "|---|---|---|---|---|---|"]
     for p in claims_json:
         res = read_json(p)
         lines += [f"| {res['paper']} | {r['claim']} | {pretty(r['dataset'])} | {r['paper']} | {r['ours']} | "
                   f"{r['verdict'].split(' (', 1)[0]} |" for r in res["rows"] if r.get("headline")]
-    return "\n".join(lines) + "\n"
+        claims = [r for r in res["rows"] if not r.get("setup_check")]
+        n = verdict_counts(claims)
+        counts.append(f"| {res['paper']} | {len(claims)} | {n['held']} | {n['not held']} | {n['partial']} | {n['not testable']} |")
+    return "\n".join(lines + counts) + "\n"
 
 
 def write_headlines(claims_json: list[str | Path], readme: str | Path) -> None:
