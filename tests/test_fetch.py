@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import json
 import tarfile
 import zipfile
 
@@ -181,6 +182,9 @@ def test_a_mirror_copy_of_any_layout_beats_a_download_and_prepare_reads_the_layo
                    alternatives=[{"files": [{"name": "b.inter", "sha256": _sha(b"head\nrows\n")}], "format": "inter"}])
     man = fetch_dataset(entry, tmp_path / "raw" / "ds", [tmp_path / "m"])
     assert calls == [] and man["layout"] == 1 and list(man["files"]) == ["b.inter"]
+    assert layout_of(entry, tmp_path / "raw" / "ds")["format"] == "inter"
+    man = tmp_path / "raw" / "ds" / "manifest.json"  # a manifest from before layouts were recorded
+    man.write_text(json.dumps({"dataset": "ds", "files": {"b.inter": {}}}))
     assert layout_of(entry, tmp_path / "raw" / "ds")["format"] == "inter"
     assert manual_steps(entry, []) == []  # layout 0 is downloadable
     entry["files"][0] = {"name": "a.txt", "page": "https://example.org/get-it"}

@@ -258,10 +258,15 @@ def layouts(entry: dict) -> list[dict]:
 
 
 def layout_of(entry: dict, raw_dir: str | os.PathLike) -> dict:
-    """The layout that fetch put in raw_dir (its manifest.json), the entry's own when none is recorded."""
+    """The layout that fetch put in raw_dir: the one its manifest.json records; for a manifest written before
+    layouts were recorded, the first layout whose files it lists; else the entry's own."""
     manifest = Path(raw_dir) / "manifest.json"
-    i = json.loads(manifest.read_text(encoding="utf-8")).get("layout", 0) if manifest.exists() else 0
-    return layouts(entry)[i]
+    man = json.loads(manifest.read_text(encoding="utf-8")) if manifest.exists() else {}
+    lays = layouts(entry)
+    if "layout" in man:
+        return lays[man["layout"]]
+    have = set(man.get("files", {}))
+    return next((lay for lay in lays if have and {f["name"] for f in lay.get("files", [])} <= have), lays[0])
 
 
 def manual_steps(entry: dict, mirrors: Iterable[str | os.PathLike]) -> list[str]:
