@@ -118,7 +118,8 @@ def for_rendering(path: str | Path, scale: str, results: str | Path) -> dict:
 def with_runs_only(exp: dict, records: list[dict]) -> dict:
     """The experiment narrowed to the datasets and methods that have runs among `records`: a kept
     results tree (reference/paper-cpu) that holds a few of an artifact's runs renders as a table of
-    those, not one of empty cells; the caption says so. It renders what it holds whatever this machine
+    those, not one of empty cells; the caption says so, and `without_runs` lists the labels left out (a
+    figure's title that names them says so). It renders what it holds whatever this machine
     has installed, so without `unavailable` (no "Not run here"). Unchanged when every run is there."""
     if "unavailable" in exp:
         exp = {k: v for k, v in exp.items() if k != "unavailable"}
@@ -128,7 +129,8 @@ def with_runs_only(exp: dict, records: list[dict]) -> dict:
     note = "Rendered from a kept results tree: only the datasets and methods that have runs there are shown."
     return {**exp, "datasets": [d for d in exp["datasets"] if d in ds],
             "methods": {m: spec for m, spec in exp["methods"].items() if m in ms},
-            "notes": " ".join(filter(None, [exp.get("notes", "").strip(), note]))}
+            "notes": " ".join(filter(None, [exp.get("notes", "").strip(), note])),
+            "without_runs": [(spec or {}).get("label") or m for m, spec in exp["methods"].items() if m not in ms]}
 
 
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:

@@ -23,7 +23,9 @@ LINESTYLES = ("-", "--", "-.", ":")
 @RENDERERS.register("curves")
 def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce]); `logy`; `clip_above_start: f`
-    keeps the y axis below f x the largest first value (a diverging run leaves the frame, its numbers are in the table)."""
+    keeps the y axis below f x the largest first value (a diverging run leaves the frame, its numbers are in the table);
+    `from_epoch: k` draws epochs k.. only (1: leave out the untrained epoch 0, whose perplexity of ~n flattens the
+    trained curves into one band). Long curves mark every (n // 12)-th point."""
     opts = exp["render"]
     keys = opts["curves"]
     ylabels = opts.get("ylabels", keys)
@@ -40,8 +42,12 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             n = min(len(c[key]) for c in runs)
             Y = np.asarray([[np.nan if v is None else v for v in c[key][:n]] for c in runs], float)  # (seeds, T)
             x = np.asarray(runs[0].get("epoch", range(1, n + 1))[:n], float)
+            keep = x >= opts.get("from_epoch", -np.inf)
+            x, Y = x[keep], Y[:, keep]
+            if not len(x):
+                continue
             (line,) = ax.plot(x, Y.mean(0), label=method_label(exp, meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
-                              linestyle=LINESTYLES[j % len(LINESTYLES)])
+                              linestyle=LINESTYLES[j % len(LINESTYLES)], markevery=max(1, len(x) // 12))
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
             starts.append(np.nanmax(Y[:, 0]))
@@ -53,9 +59,11 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         if clip and starts and np.isfinite(max(starts)):
             ax.set_ylim(top=clip * max(starts))
         ax.set_ylabel(ylabel)
-    axes[0][0].legend(frameon=False)
+    style.legend(fig, axes[0], len(exp["methods"]))
     foot = footer(exp, catalogue, recs)
-    fig.suptitle(exp.get("title", exp["artifact"]), fontsize=9)
+    missing = exp.get("without_runs", [])  # a kept tree without some methods' runs (collect.with_runs_only)
+    fig.suptitle(exp.get("title", exp["artifact"]) + (f" ({', '.join(missing)}: no runs here)" if missing else ""),
+                 fontsize=9)
     paths = style.save(fig, out)
     return paths + figure_pages(out, exp.get("title", exp["artifact"]), foot)
 
