@@ -156,7 +156,7 @@ def test_claims_against_the_best_of_several_runs_and_why_not(tmp_path):
          "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "max", "metric": "ppl"}}]}
     write_yaml(tmp_path / "c.yaml", claims)
     rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"]
-    assert [r["verdict"] for r in rows] == ["not held (too short)", "held"]
+    assert [r["verdict"] for r in rows] == ["not held (at the quick scale: too short)", "held"]
     assert rows[0]["ours"] == "10 < 8"
 
 
@@ -210,7 +210,7 @@ def test_claims_are_evaluated_on_the_runs_present_and_never_vanish(tmp_path):
     for only in (None, {"t"}):  # the DAG's report and a kept tree's
         rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick", only=only)["rows"]
         assert [r["id"] for r in rows] == ["below_all", "typo"]
-        assert rows[0]["verdict"] == "not held, partial: no run of b_x (noisy)" and rows[0]["ours"] == "10 < 9"
+        assert rows[0]["verdict"] == "not held, partial: no run of b_x (at the quick scale: noisy)" and rows[0]["ours"] == "10 < 9"
         assert rows[1]["verdict"].startswith("no data") and "'pll'" in rows[1]["verdict"]
 
 
