@@ -239,3 +239,34 @@ def test_extends_with_a_method_list_picks_the_parents_runs_with_their_overrides(
     write_yaml(tmp_path / "w.yaml", {"paper": "test", "artifact": "w", "title": "w", "extends": "base", "methods": ["a", "z"]})
     with pytest.raises(ConfigError, match=r"\['z'\] are not methods of base"):
         load_experiment(tmp_path / "w.yaml")
+
+
+def test_every_schema_key_is_documented_in_config_md():
+    """Each property name of the experiment, claims, config and datasets schemas appears in docs/config.md
+    in backticks: a key added to a schema without a line in the docs fails here."""
+    import re
+
+    from conftest import REPO
+
+    from xcbench.config import SCHEMAS
+    from xcbench.io import read_yaml
+
+    def names(node) -> set[str]:
+        out = set()
+        if isinstance(node, dict):
+            for k, sub in (node.get("properties") or {}).items():
+                out |= {k} | names(sub)
+            for k in ("additionalProperties", "items"):
+                out |= names(node.get(k))
+            for sub in (node.get("$defs") or {}).values():
+                out |= names(sub)
+            for k in ("oneOf", "anyOf", "allOf"):
+                for sub in node.get(k, []):
+                    out |= names(sub)
+        return out
+
+    words = {w for span in re.findall(r"`([^`]*)`", (REPO / "docs" / "config.md").read_text())  # code spans, in pairs
+             for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span)}
+    for schema in ("experiment", "claims", "config", "datasets"):
+        missing = sorted(k for k in names(read_yaml(SCHEMAS / f"{schema}.schema.yaml")) if k not in words)
+        assert not missing, f"{schema}.schema.yaml keys without a line in docs/config.md: {missing}"
