@@ -4,7 +4,7 @@ Not from the five papers: the exact baseline as it can be computed since chunked
 cross-entropy (Cut Cross-Entropy, Liger, torch's `linear_cross_entropy`). Over chunks c of classes,
 
     o_c = h W_c^T + b_c                                  (B, |c|), one chunk at a time
-    lse = log sum_c sum_j exp(o_cj)                      running max M and sum S: S <- S e^(M - M') + sum_j e^(o_cj - M')
+    lse = log sum_c sum_j exp(o_cj)                      running: lse <- log(e^lse + sum_j e^(o_cj)), one chunk at a time
     l_i = lse_i - o_{i, y_i}                             single-label
     l_i = lse_i - 1/|y_i| sum_{l in y_i} o_il            multi-label (uniform target over the positives, as full_softmax)
 
@@ -39,14 +39,10 @@ class ChunkedSoftmaxCE(torch.autograd.Function):
         rows, labels, wt = _targets(y, h.dtype)
         keep = torch.zeros(len(h), dtype=torch.bool, device=h.device)
         keep[rows] = True
-        M = torch.full((len(h),), -torch.inf, dtype=h.dtype, device=h.device)           # (B,) running max
-        S = torch.zeros(len(h), dtype=h.dtype, device=h.device)                         # (B,) running sum
+        lse = torch.full((len(h),), -torch.inf, dtype=h.dtype, device=h.device)         # (B,) running log-sum-exp
         for c0 in range(0, W.shape[0], chunk):
             o = torch.addmm(b[c0:c0 + chunk], h, W[c0:c0 + chunk].T)                    # (B, c)
-            M2 = torch.maximum(M, o.max(1).values)
-            S = S * torch.exp(M - M2) + torch.exp(o - M2.unsqueeze(1)).sum(1)
-            M = M2
-        lse = M + S.log()                                                               # (B,)
+            lse = torch.logaddexp(lse, torch.logsumexp(o, 1))
         o_t = (h[rows] * W[labels]).sum(1) + b[labels]                                  # (P,) target logits
         per = lse.clone()
         per.index_add_(0, rows, -wt * o_t)                                              # lse_i - sum_l t_il o_il
@@ -62,7 +58,7 @@ class ChunkedSoftmaxCE(torch.autograd.Function):
         dh, dW, db = torch.zeros_like(h), torch.zeros_like(W), torch.zeros_like(b)
         for c0 in range(0, W.shape[0], ctx.chunk):
             o = torch.addmm(b[c0:c0 + ctx.chunk], h, W[c0:c0 + ctx.chunk].T)            # (B, c) recomputed
-            dO = torch.exp(o - lse.unsqueeze(1)).mul_(g.unsqueeze(1))                  # g softmax
+            dO = o.sub_(lse.unsqueeze(1)).exp_().mul_(g.unsqueeze(1))                  # g softmax, in place
             inside = (labels >= c0) & (labels < c0 + ctx.chunk)
             dO.index_put_((rows[inside], labels[inside] - c0), -(g[rows] * wt)[inside], accumulate=True)
             dh.addmm_(dO, W[c0:c0 + ctx.chunk])
