@@ -1,4 +1,4 @@
-"""Model = encoder h = f(x) + head (DESIGN.md section 3): the only object the loop and the tasks see.
+"""Model = encoder h = f(x) + head (docs/design.md, Interfaces): the only object the loop and the tasks see.
 
     loss(x, y, idx, gen)        the head's training loss of a batch (a trainable proposal steps on its own
                                 loss inside it; the parts go to `head.loss_parts`); with

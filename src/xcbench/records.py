@@ -1,6 +1,6 @@
 """What a run leaves behind: its log lines, metrics.json, history.csv and config.resolved.yaml.
 
-metrics.json (DESIGN.md sec. 6) holds the test metrics at the selected epoch (`metrics`), the history's
+metrics.json (docs/design.md, Results) holds the test metrics at the selected epoch (`metrics`), the history's
 rows after the first epoch (`first`), the last (`final`), the selected (`best`) and before training
 (`initial`), every per-epoch value as a list indexed by epoch (`curves`, wall-clock timings left out: they
 are in `final` and history.csv), wall time, peak memory, the head's report, and where and how the run

@@ -1,4 +1,4 @@
-"""Model selection and early stopping: one mechanism for every run (DESIGN.md section 3).
+"""Model selection and early stopping: one mechanism for every run (docs/design.md, Interfaces).
 
 `select: {metric, mode, patience, min_delta}` in a train config. After every epoch the validation
 value v of `metric` is compared with the best so far, b:

@@ -13,7 +13,7 @@ epoch when the head keeps no state outside its parameters (`Head.resumes_mid_epo
 batch-order generator state, the batches done and the partial sums, so a resumed run redraws the same
 order, skips what was done and ends identical. `test` is evaluated on the selected epoch
 (the last one without `select:`). A non-finite loss stops the run with an error naming epoch, step
-and the fix. Wall time and peak memory are recorded (DESIGN.md sec. 6).
+and the fix. Wall time and peak memory are recorded (docs/design.md, Results).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ readers, `prepare` and feature extraction are exercised exactly as on real data.
   embeddings, b Zipfian word log-frequencies), so labels are learnable from the words.
 - `synthetic-faces`: identities mu_c on the unit sphere in R^r, a fixed random two-layer tanh
   observation map f: R^r -> R^d, samples x = f(normalise(mu_c + sigma eps)); identities for
-  verification are disjoint from the training identities (DESIGN.md section 5). Every row is a
+  verification are disjoint from the training identities (docs/design.md, Data). Every row is a
   pure function of (seed, split, index) (data/faces.py); `lazy: true` stores only the model, and
   batches generate their rows (the 360K-identity set).
 - `synthetic-lm`: a Zipfian bigram source: with prob lam the next word is drawn from the unigram

@@ -1,4 +1,4 @@
-"""The encoder interface h = f(x) (DESIGN.md section 3), trained jointly with the head.
+"""The encoder interface h = f(x) (docs/design.md, Interfaces), trained jointly with the head.
 
     out_dim                        width d of h
     forward(x) -> h                (N, d) one row per query; a stateful encoder (recurrent LM)

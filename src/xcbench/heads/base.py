@@ -1,4 +1,4 @@
-"""The output-layer interface every method implements (DESIGN.md section 3).
+"""The output-layer interface every method implements (docs/design.md, Interfaces).
 
     loss(h, y, idx, gen) -> scalar    training loss of a batch; h (B, d) encoder output,
                                       y (B,) or (B, Lmax) padded with -1, idx (B,) example ids

@@ -7,7 +7,7 @@ descends from the root, going left with probability
 so one draw costs O(D log n), and updating one class's phi costs O(D log n) (its path's sums).
 `log_prob` is the exact sum of the branch log-probabilities along the path: it equals the brute-
 force kernel distribution whenever all node masses are positive (always for `quadratic`), and it
-is the exact probability of *this* procedure when RFF masses are clamped (method-notes, choice).
+is the exact probability of *this* procedure when RFF masses are clamped (a choice of this package).
 Both maps act on L2-normalised h and c (the RF-softmax setting).
 
   quadratic (Blanc & Rendle): K = alpha (h.c)^2 + 1, phi(z) = [sqrt(alpha) vec(z z^T), 1], D = d^2 + 1

@@ -1,5 +1,5 @@
 """MIDX: inverted multi-index proposals for sampled softmax (MIDX paper, sections 4-5, Theorems 1-2;
-equations restored in shared/research/method-notes.md, "MIDX").
+the equations below are restored where the paper's text loses them).
 
 Two codebooks of K codewords quantize every class embedding c_i:
   product quantization (`midx_pq`):  c_i = [c_i1; c_i2],  u = k-means{c_i1},  v = k-means{c_i2}

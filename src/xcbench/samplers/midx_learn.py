@@ -1,4 +1,4 @@
-"""MIDX with learnable codebooks (MIDX paper, section 6.2.3; method-notes "MIDX", learnable codebooks).
+"""MIDX with learnable codebooks (MIDX paper, section 6.2.3, learnable codebooks).
 
 `midx_learn_pq`, `midx_learn_rq`: the codewords U (K, d1), V (K, d2) train with the model, one
 step of their own Adam (lr `codeword_lr`, betas 0.9 / 0.999) on the auxiliary loss below at every training
@@ -21,7 +21,7 @@ batch's queries h (all detached: only the codewords learn from it):
   KL              KL = mean_h sum_{i in S} p_i (log p_i - log p~_i),
                   p = softmax_{i in S}(tau h.c_i),  p~ = softmax_{i in S}(tau h.c~_i)
   aux = R + kl_weight KL.
-**Choice** (method-notes leave the assignment open): hard nearest-codeword assignments a_i, b_i of
+**Choice** (the paper leaves the assignment open): hard nearest-codeword assignments a_i, b_i of
 the chunk, recomputed at every step, so the gradient moves each class's own codewords (online
 k-means for R); a soft assignment softmax_k(c_i.u_k) lets a long codeword absorb every class.
 """

@@ -5,8 +5,8 @@ Build (one tree): start from all classes as one cell; while a cell holds more th
 pick two of its classes w_i != w_j at random and split the cell by the hyperplane that separates them
 with maximum margin, normal n = w_i - w_j through their midpoint:
     left = {w : n . w >= n . (w_i + w_j) / 2},   right = the rest.
-(Algorithm 1 writes the normal as (w_i + w_j) / 2; the prose's max-margin split is implemented, see
-research/method-notes.md.) Rows are L2-normalised first, so the trees work in the cosine geometry that
+(Algorithm 1 writes the normal as (w_i + w_j) / 2; the prose's max-margin split is implemented: the
+midpoint formula would not separate the two classes.) Rows are L2-normalised first, so the trees work in the cosine geometry that
 the query's re-ranking uses. A split that leaves a side empty (duplicate rows) halves the cell instead.
 Every tree partitions the classes: each class is in exactly one leaf. `trees` (L) trees form the forest.
 

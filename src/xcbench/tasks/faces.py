@@ -1,5 +1,5 @@
 """Face identification on synthetic identities: closed-set training, open-set evaluation (Zhang et al.
-2018, "Experimental Settings"; the MS-Celeb-1M / IJB-A / MegaFace stand-in, DESIGN.md section 5).
+2018, "Experimental Settings"; the MS-Celeb-1M / IJB-A / MegaFace stand-in, docs/design.md, Data).
 
 Training and the per-epoch validation are those of `multiclass` (softmax over the training
 identities). The test evaluation adds the open-set protocols on the generator's verification
