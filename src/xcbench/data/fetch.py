@@ -97,22 +97,16 @@ def _member(archive: Path, member: str, dest: Path) -> None:
     """Copy one member of a zip or tar archive to dest ('./' prefixes ignored)."""
     want = member.removeprefix("./")
     try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as z:
-                names = {n.removeprefix("./"): n for n in z.namelist()}
-                if want not in names:
-                    raise FetchError(f"archive has no member {member!r} (it has {len(names)}: "
-                                     f"{', '.join(sorted(names)[:8])}...)")
-                with z.open(names[want]) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out)
-        else:
-            with tarfile.open(archive) as t:
-                names = {m.name.removeprefix("./"): m for m in t.getmembers() if m.isfile()}
-                if want not in names:
-                    raise FetchError(f"archive has no member {member!r} (it has {len(names)}: "
-                                     f"{', '.join(sorted(names)[:8])}...)")
-                with t.extractfile(names[want]) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out)
+        with (zipfile.ZipFile(archive) if zipfile.is_zipfile(archive) else tarfile.open(archive)) as a:
+            if isinstance(a, zipfile.ZipFile):
+                names, read = {n.removeprefix("./"): n for n in a.namelist()}, a.open
+            else:
+                names, read = {m.name.removeprefix("./"): m for m in a.getmembers() if m.isfile()}, a.extractfile
+            if want not in names:
+                raise FetchError(f"archive has no member {member!r} (it has {len(names)}: "
+                                 f"{', '.join(sorted(names)[:8])}...)")
+            with read(names[want]) as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as e:
         raise FetchError(f"archive is truncated or corrupt ({type(e).__name__}: {e})") from e
 
