@@ -23,7 +23,7 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
     from xcbench.registry import LOSSES
-    from xcbench.sparse import ffi_triton, uniform
+    from xcbench.sparse import ffi_torch, ffi_triton, uniform
 
     g = torch.Generator().manual_seed(0)
     I32 = uniform.distinct_random_indices(e, s, m, g).cuda()                            # (s, m)
@@ -32,17 +32,17 @@ def one(m: int, e: int, s: int, B: int, repeats: int) -> dict:
     x = torch.relu(torch.randn(B, e, generator=g)).cuda()
     Y = torch.zeros(B, m, device="cuda")
     Y[torch.arange(B).repeat_interleave(5), torch.randint(0, m, (5 * B,), generator=g).cuda()] = 1
-    o = uniform.ffi_forward(x, W, I64).requires_grad_(True)
+    o = ffi_torch.ffi_forward(x, W, I64).requires_grad_(True)
     grad = torch.autograd.grad(LOSSES.get("sq_hinge")(o, Y), o)[0].contiguous()            # (B, m)
     row = {"m": m, "e": e, "s": s, "B": B, "backprop_share": float((grad != 0).any(0).float().mean()),
            "device": torch.cuda.get_device_name()}
-    for name, fwd, bwd, I in (("torch", uniform.ffi_forward, uniform.ffi_backward, I64),
+    for name, fwd, bwd, I in (("torch", ffi_torch.ffi_forward, ffi_torch.ffi_backward, I64),
                               ("triton", ffi_triton.ffi_forward, ffi_triton.ffi_backward, I32)):
         row[f"{name}_fwd_ms"] = 1e3 * timed(lambda: fwd(x, W, I), repeats, torch.cuda.synchronize, warmup=1)
         row[f"{name}_step_ms"] = 1e3 * timed(lambda: (fwd(x, W, I), bwd(grad, x, W, I)), repeats, torch.cuda.synchronize,
                                           warmup=1)
     dx, dW, _ = ffi_triton.ffi_backward(grad, x, W, I32)
-    rx, rW, _ = uniform.ffi_backward(grad, x, W, I64)
+    rx, rW, _ = ffi_torch.ffi_backward(grad, x, W, I64)
     row["max_abs_diff_dW"] = float((dW - rW).abs().max())
     row["max_abs_diff_dx"] = float((dx - rx).abs().max())
     return row

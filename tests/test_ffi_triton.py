@@ -10,7 +10,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernels are decorated (module import)
 triton = pytest.importorskip("triton")
 
-from xcbench.sparse import ffi_triton, uniform  # noqa: E402
+from xcbench.sparse import ffi_torch, ffi_triton, uniform  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -31,9 +31,9 @@ def _case(B, e, m, s, zero_cols, seed=0):
 def test_triton_kernels_equal_torch_path(B, e, m, s, zero_cols):
     I, W, x, g = _case(B, e, m, s, zero_cols)
     c = torch.randn(m, dtype=torch.float64, device=DEV)
-    assert torch.allclose(ffi_triton.ffi_forward(x, W, I, c), uniform.ffi_forward(x, W, I.long(), c), atol=1e-10, rtol=0)
+    assert torch.allclose(ffi_triton.ffi_forward(x, W, I, c), ffi_torch.ffi_forward(x, W, I.long(), c), atol=1e-10, rtol=0)
     dx, dW, active = ffi_triton.ffi_backward(g, x, W, I)
-    rx, rW, ractive = uniform.ffi_backward(g, x, W, I.long())
+    rx, rW, ractive = ffi_torch.ffi_backward(g, x, W, I.long())
     assert torch.equal(active, ractive) and active.numel() == m - zero_cols
     assert torch.allclose(dW, rW, atol=1e-10, rtol=0)
     assert torch.allclose(dx, rx, atol=1e-10, rtol=0)
@@ -43,9 +43,9 @@ def test_triton_kernels_equal_torch_path(B, e, m, s, zero_cols):
 
 def test_float32_kernels_match_torch_path():
     I, W, x, g = (t.float() if t.is_floating_point() else t for t in _case(32, 128, 200, 16, 50))
-    assert torch.allclose(ffi_triton.ffi_forward(x, W, I), uniform.ffi_forward(x, W, I.long()), atol=1e-5)
+    assert torch.allclose(ffi_triton.ffi_forward(x, W, I), ffi_torch.ffi_forward(x, W, I.long()), atol=1e-5)
     dx, dW, _ = ffi_triton.ffi_backward(g, x, W, I)
-    rx, rW, _ = uniform.ffi_backward(g, x, W, I.long())
+    rx, rW, _ = ffi_torch.ffi_backward(g, x, W, I.long())
     assert torch.allclose(dW, rW, atol=1e-4) and torch.allclose(dx, rx, atol=1e-4)
 
 

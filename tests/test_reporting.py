@@ -332,11 +332,11 @@ def test_kept_runs_render_without_their_optional_library(monkeypatch):
     (fig2's kept Annoy run), and is left out, named as not run, where they are not (quick scale: no runs)."""
     from conftest import REPO
 
-    from xcbench import checks
+    from xcbench import registry
     from xcbench.reporting.collect import collect, for_rendering
 
-    real = checks.unavailable
-    monkeypatch.setattr(checks, "unavailable", lambda methods: {
+    real = registry.unavailable
+    monkeypatch.setattr(registry, "unavailable", lambda methods: {
         **real(methods), **{m: "needs annoy" for m, s in methods.items() if s.get("params", {}).get("selector") == "annoy"}})
     f, kept = REPO / "config/experiments/class_selection/table1.yaml", REPO / "reference/paper-cpu/results"
     exp = for_rendering(f, "paper", kept)

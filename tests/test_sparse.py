@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from xcbench.heads.sparse_ova import UniformSparse, UnstructuredSparse
+from xcbench.sparse.ffi_torch import ffi_backward
 from xcbench.sparse.rewire import regrow_fixed_fan_in, smallest
-from xcbench.sparse.uniform import distinct_random_indices, ffi_backward, ffi_linear
+from xcbench.sparse.uniform import distinct_random_indices, ffi_linear
 from xcbench.sparse.unstructured import coo_linear, random_positions
 
 E, M, S, B = 40, 300, 6, 7
@@ -143,7 +144,7 @@ def test_full_fan_in_with_rewiring_is_refused():
 
 
 def test_uniform_label_chunking_does_not_change_results(monkeypatch):
-    import xcbench.sparse.uniform as U
+    import xcbench.sparse.ffi_torch as U
 
     I, W, c, x = _setup(1)
     g = torch.randn(B, M, dtype=torch.float64)

@@ -15,17 +15,14 @@ Probe tasks that train nothing (timings, statistics, kernel fits) are left to th
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import inspect
 from pathlib import Path
 
 from xcbench.config import ConfigError
-from xcbench.registry import DUALS, ENCODERS, HEADS, OPTIMIZERS, SAMPLERS, SCHEDULES, SELECTORS, TASKS, UnknownNameError
+from xcbench.registry import ENCODERS, HEADS, NESTED, OPTIMIZERS, SCHEDULES, TASKS, UnknownNameError
 from xcbench.runspec import method_config, task_config
 
 FRAMEWORK = {"self", "in_dim", "n_classes", "gen"}
-NESTED = {"sampler": (SAMPLERS, "sampler_params"), "selector": (SELECTORS, "selector_params"),
-          "dual": (DUALS, "dual_params")}
 MODEL_KEYS = {"encoder", "encoders", "tie_embeddings"}
 
 
@@ -92,21 +89,6 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
         if key in train:
             errs += _lookup(f"{where}.train.{key}", registry, train[key])[1]
     return errs
-
-
-def unavailable(methods: dict[str, dict]) -> dict[str, str]:
-    """{method: why it cannot run here} for methods whose head, sampler or selector `requires` an
-    optional library that is not installed (e.g. faiss_ivf without the `ann` extra)."""
-    out = {}
-    for m, spec in methods.items():
-        params = spec.get("params") or {}
-        classes = [_lookup("", HEADS, spec.get("head", ""))[0]]
-        classes += [_lookup("", reg, params[key])[0] for key, (reg, _) in NESTED.items() if key in params]
-        for cls in classes:
-            lib = getattr(cls, "requires", None)
-            if lib and importlib.util.find_spec(lib) is None:
-                out[m] = f"needs {lib}: pip install -e \".[{getattr(cls, 'extra', None) or lib}]\""
-    return out
 
 
 def check_experiment(exp: dict, source: str) -> None:

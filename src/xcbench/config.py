@@ -253,7 +253,7 @@ def resolve_experiment(exp: dict, scale: str, check_libraries: bool = True) -> d
         if unknown:
             raise ConfigError(f"{out['artifact']}: methods {unknown} are not runs of {out['runs_of']}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("view_methods") if m in out["methods"]}
-    from xcbench.checks import unavailable  # registries (torch): only here, not for loading a file
+    from xcbench.registry import unavailable  # the registries import torch: only here, not for loading a file
     missing = unavailable(out["methods"]) if check_libraries else {}
     if missing:  # an optional library is not installed: these runs are left out (the DAG says so, captions too)
         out["unavailable"] = {m: f"{out['methods'][m].get('label', m)}: {why}" for m, why in missing.items()}

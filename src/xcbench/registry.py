@@ -7,6 +7,7 @@ Lookups of unknown names raise a `KeyError` listing every known name.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Callable, Iterator
 
 _BUILTIN_MODULES = (  # the packages whose modules register the built-in entries
@@ -58,6 +59,11 @@ class Registry:
                 f"unknown {self.family} {name!r}; known {self.family}s: {known}"
             ) from None
 
+    def find(self, name: str) -> Any | None:
+        """The entry of `name`, or None where nobody registered it."""
+        _import_builtin_modules(self.homes)
+        return self._entries.get(name)
+
     def build(self, name: str, **kwargs: Any) -> Any:
         return self.get(name)(**kwargs)
 
@@ -91,6 +97,23 @@ FAMILIES = {"heads": HEADS, "samplers": SAMPLERS, "selectors": SELECTORS, "optim
             "schedules": SCHEDULES, "duals": DUALS, "losses": LOSSES, "encoders": ENCODERS, "features": FEATURES,
             "readers": READERS, "generators": GENERATORS, "tasks": TASKS, "estimators": ESTIMATORS,
             "renderers": RENDERERS}  # every family, for `xcbench list` and the parametrized tests
+NESTED = {"sampler": (SAMPLERS, "sampler_params"), "selector": (SELECTORS, "selector_params"),
+          "dual": (DUALS, "dual_params")}  # a head's params that name an entry of another family, and its params
+
+
+def unavailable(methods: dict[str, dict]) -> dict[str, str]:
+    """{method: why it cannot run here} for methods whose head, sampler or selector `requires` an
+    optional library that is not installed (e.g. faiss_ivf without the `ann` extra)."""
+    out = {}
+    for m, spec in methods.items():
+        params = spec.get("params") or {}
+        classes = [HEADS.find(spec.get("head", ""))]
+        classes += [reg.find(params[key]) for key, (reg, _) in NESTED.items() if key in params]
+        for cls in classes:
+            lib = getattr(cls, "requires", None)
+            if lib and importlib.util.find_spec(lib) is None:
+                out[m] = f"needs {lib}: pip install -e \".[{getattr(cls, 'extra', None) or lib}]\""
+    return out
 
 
 def import_submodules(package: str) -> None:

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from xcbench.sparse.uniform import active_labels
+from xcbench.sparse.ffi_torch import active_labels
 
 BL, BB = 32, 32  # labels and batch rows per program
 
@@ -62,7 +62,7 @@ def _ffi_bwd(xT, gT, W, I, L, dW, dxT, a, m, B, s, NEED_X: tl.constexpr, BL: tl.
 
 
 def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-    """o = x W_sparse + c, as uniform.ffi_forward; I int32 (s, m)."""
+    """o = x W_sparse + c, as ffi_torch.ffi_forward; I int32 (s, m)."""
     xT = x.T.contiguous()                                                               # (e, B)
     (s, m), B = W.shape, x.shape[0]
     oT = torch.empty(m, B, dtype=x.dtype, device=x.device)                              # (m, B)
@@ -73,7 +73,7 @@ def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tens
 
 def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
                  need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """(dx, dW, active labels), as uniform.ffi_backward."""
+    """(dx, dW, active labels), as ffi_torch.ffi_backward."""
     active = active_labels(g)                                                           # (a,)
     xT, gT = x.T.contiguous(), g.T.contiguous()                                         # (e, B), (m, B)
     (s, m), B = W.shape, x.shape[0]

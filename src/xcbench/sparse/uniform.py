@@ -8,9 +8,9 @@ Schultheis & Babbar, "Towards Memory-Efficient Training for Extremely Large Outp
 Labels whose back-propagated signal g[:, l] is exactly zero for the whole batch are skipped in
 the backward pass (with the squared hinge, every label whose margin is met: implicit negative
 mining). Every pass loops over cache-sized chunks of labels and, inside, over the s fan-in slots,
-so nothing larger than (m, B) is formed and no dense (e, m) matrix ever exists. This torch path
-(int64 indices, index_select's type) is the CPU implementation and the reference of the Triton
-kernels (sparse/ffi_triton.py, int32 indices), which `ffi_impl` picks for CUDA tensors.
+so nothing larger than (m, B) is formed and no dense (e, m) matrix ever exists. `ffi_impl` picks the
+kernels: the torch ones (sparse/ffi_torch.py, int64 indices) on the CPU and the reference, the Triton
+ones (sparse/ffi_triton.py, int32 indices) for CUDA tensors.
 """
 
 from __future__ import annotations
@@ -19,51 +19,7 @@ import functools
 
 import torch
 
-
-def label_chunk(batch: int, budget: int = 1 << 18) -> int:
-    """Labels per chunk so that a (chunk, B) block (the accumulator) stays cache-sized."""
-    return max(1, budget // max(1, batch))
-
-
-def ffi_forward(x: torch.Tensor, W: torch.Tensor, I: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-    """o = x W_sparse + c. Per chunk of labels and fan-in slot k: o^T[chunk] += W[k] * x^T[I[k]]
-    (row gathers of x^T are contiguous copies of B values; nothing larger than (m, B) is formed)."""
-    xT = x.T.contiguous()                                                          # (e, B)
-    m, B = W.shape[1], x.shape[0]
-    oT = torch.empty(m, B, dtype=x.dtype, device=x.device)                         # (m, B)
-    step = label_chunk(B)
-    for a in range(0, m, step):
-        acc = torch.zeros(min(step, m - a), B, dtype=x.dtype, device=x.device)      # (c, B)
-        Ic, Wc = I[:, a:a + step], W[:, a:a + step]
-        for k in range(W.shape[0]):
-            acc.addcmul_(Wc[k].unsqueeze(1), xT.index_select(0, Ic[k]))
-        oT[a:a + step] = acc
-    return oT.T if c is None else oT.T + c
-
-
-def active_labels(g: torch.Tensor) -> torch.Tensor:
-    """Labels (a,) whose column of g (B, m) is not all zero: the only ones the backward pass visits."""
-    return (g != 0).any(0).nonzero().squeeze(1)
-
-
-def ffi_backward(g: torch.Tensor, x: torch.Tensor, W: torch.Tensor, I: torch.Tensor,
-                 need_x: bool = True) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    """(dx, dW, active labels); labels with an all-zero column of g are skipped entirely."""
-    active = active_labels(g)                                                      # (a,)
-    xT, gT = x.T.contiguous(), g.T                                                 # (e, B), (m, B)
-    dW = torch.zeros_like(W)
-    dxT = torch.zeros_like(xT) if need_x else None
-    step = label_chunk(x.shape[0])
-    for a in range(0, active.numel(), step):
-        L = active[a:a + step]                                                     # (c,)
-        gc, Ic, Wc = gT[L], I[:, L], W[:, L]                                       # (c, B), (s, c), (s, c)
-        dWc = torch.empty_like(Wc)
-        for k in range(W.shape[0]):
-            dWc[k] = (gc * xT.index_select(0, Ic[k])).sum(1)                       # (c,)
-            if need_x:
-                dxT.index_add_(0, Ic[k], gc * Wc[k].unsqueeze(1))                  # (c, B) into (e, B)
-        dW[:, L] = dWc
-    return (dxT.T if need_x else None), dW, active
+from xcbench.sparse.ffi_torch import ffi_backward, ffi_forward
 
 
 @functools.cache
@@ -77,7 +33,7 @@ def _triton_kernels():
 
 def ffi_impl(device: torch.device):
     """(forward, backward, index dtype) for tensors on `device`: the Triton kernels on CUDA when
-    triton is installed, else this module's torch path."""
+    triton is installed, else the torch kernels of sparse/ffi_torch.py."""
     k = _triton_kernels() if device.type == "cuda" else None
     if k is not None:
         return k.ffi_forward, k.ffi_backward, torch.int32
