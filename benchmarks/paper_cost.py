@@ -51,7 +51,7 @@ def best_record(records: list[dict], paper: str, artifact: str, dataset: str, me
 
 def plan(root: Path, records: list[dict]) -> list[dict]:
     from xcbench.config import load_experiment, resolve_experiment
-    from xcbench.reporting.collect import expected_runs, run_location
+    from xcbench.run import expected_runs, run_location, view_runs
 
     rows = []
     for f in sorted((REPO / "config" / "experiments").glob("*/*.yaml")):
@@ -59,7 +59,7 @@ def plan(root: Path, records: list[dict]) -> list[dict]:
         if exp.get("runs_of"):
             continue  # a view: its runs are its owner's
         epochs = int(exp.get("train", {}).get("epochs", 1))
-        for d, m, s in expected_runs(exp):
+        for d, m, s in sorted(set(expected_runs(exp)) | {r for r in view_runs(f, "paper") if r[1] in exp["methods"]}):
             owner, key = run_location(exp, d, m, s)
             if owner != exp["artifact"]:
                 continue  # trained (and counted) by the artifact that owns the identical run

@@ -164,16 +164,15 @@ def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int
     """(W, h, y, description) of a trained class-selection run: its class embeddings W (C, d) from
     checkpoint.pt and the features h = encoder(x) (B, d) of B training examples (seeded draw), labels y."""
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.model import build_model
-    from xcbench.tasks.base import make_task
-    from xcbench.train import method_config
+    from xcbench.run import make_run
+    from xcbench.tasks.base import task_of
+    from xcbench.train import model_of
 
     ck = torch.load(run_dir / "checkpoint.pt", weights_only=True, map_location="cpu")
     exp = resolve_experiment(load_experiment(experiment), "paper")
-    spec, _, model_cfg = method_config(exp, dataset, run_dir.parent.name)          # .../<dataset>/<method>/seed0
-    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, torch.device("cpu"), 0,
-                     dataset=dataset)
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, 0)
+    run = make_run(exp, dataset, run_dir.parent.name, 0)                                    # .../<dataset>/<method>/seed0
+    task = task_of(run, dataset_entry(dataset, load_datasets()), processed, None, torch.device("cpu"))
+    model = model_of(run, task)
     model.load_state_dict(ck["model"])
     x, y, _ = next(task.train_batches(B, torch.Generator().manual_seed(6)))
     with torch.no_grad():

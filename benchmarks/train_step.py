@@ -1,7 +1,7 @@
 """Step rate of an experiment's methods at any scale: how long an epoch and a run will take here.
 
 For every method of one experiment file, on one prepared dataset, this builds the task and model
-exactly as `python -m xcbench train` does (train.method_config / build_model / make_optimizer),
+exactly as `python -m xcbench train` does (run.make_run / train.model_of / make_optimizer),
 builds the head's index once (`on_epoch_start`, timed apart), then times `--steps` training steps
 (train.train_step: loss, backward, clipping, optimizer, after-step hook) after one warm-up step and
 one evaluation pass over the task's validation splits. Projection: epoch = batches x (median step +
@@ -37,15 +37,15 @@ def _sync(device: torch.device) -> None:
 def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0) -> tuple:
     """(method spec, train config, model, optimizer) of one run as `xcbench train` builds them, the head set
     up and the model in training mode; the head's index is not built yet (callers time it apart)."""
-    from xcbench.model import build_model
-    from xcbench.train import make_optimizer, method_config, setup_head
+    from xcbench.run import make_run
+    from xcbench.train import make_optimizer, model_of, setup_head
 
-    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed).to(device)
-    opt = make_optimizer(model, train_cfg)
-    setup_head(model, task, device, train_cfg)
+    run = make_run(exp, dataset, method, seed)
+    model = model_of(run, task).to(device)
+    opt = make_optimizer(model, run.train)
+    setup_head(model, task, device, run.train)
     model.train()
-    return spec, train_cfg, model, opt
+    return run.head, run.train, model, opt
 
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,

@@ -11,16 +11,17 @@ from xcbench.config import load_datasets
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_benchmark(name: str):
-    """benchmarks/<name>.py as a module (the scripts are not a package), for tests of their pure parts; with
-    benchmarks/ on sys.path, as when a script runs, so that its imports of the others resolve."""
+def load_benchmark(name: str, folder: str = "benchmarks"):
+    """<folder>/<name>.py (benchmarks/ or a studies/<topic>/ folder) as a module (the scripts are not a package),
+    for tests of their pure parts; with its folder on sys.path, as when the script runs, so that its imports of
+    its neighbours resolve."""
     import importlib.util
     import sys
 
-    if str(REPO / "benchmarks") not in sys.path:
-        sys.path.append(str(REPO / "benchmarks"))
+    if str(REPO / folder) not in sys.path:
+        sys.path.append(str(REPO / folder))
 
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -92,3 +93,11 @@ def make_test_task(name: str, params: dict, entry, processed, features, device="
 
     cls = TASKS.get(name)
     return cls(cls.parse_params(params, "test"), entry, str(processed), features, torch.device(device), seed)
+
+
+def train_run(exp: dict, task, dataset: str, method: str, seed: int, out, device, **options) -> dict:
+    """One run's job as `xcbench train` does it (run.make_run, train.execute); `options` are FitOptions."""
+    from xcbench.run import make_run
+    from xcbench.train import FitOptions, execute
+
+    return execute(make_run(exp, dataset, method, seed), task, out, device, FitOptions(**options))

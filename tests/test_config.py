@@ -8,19 +8,16 @@ from xcbench.io import write_yaml
 
 
 def test_every_shipped_experiment_resolves_at_every_scale():
+    """The one test over every experiment file at every scale: it resolves, has runs, and every dataset
+    it uses is in the catalogue."""
     files = sorted((ROOT / "config" / "experiments").glob("*/*.yaml"))
+    cat = load_datasets()
     assert files
     for f in files:
         for scale in ("tiny", "quick", "paper"):
             exp = resolve_experiment(load_experiment(f), scale)
             assert exp["methods"] and exp["datasets"] and exp["scale"] == scale
-
-
-def test_every_dataset_used_is_catalogued():
-    cat = load_datasets()
-    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
-        for scale in ("tiny", "quick", "paper"):
-            for d in resolve_experiment(load_experiment(f), scale)["datasets"]:
+            for d in exp["datasets"]:
                 assert d in cat, f"{f}: {d} not in config/datasets.yaml"
 
 
@@ -92,8 +89,8 @@ def _write(tmp_path, name, obj):
 
 
 def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
-    from xcbench.reporting.collect import expected_runs
-    from xcbench.train import method_config
+    from xcbench.run import expected_runs
+    from xcbench.runspec import method_config
 
     owner = {"paper": "p", "artifact": "own", "title": "t", "task": "multiclass", "seeds": [0], "datasets": ["a", "b"],
              "render": {"kind": "table", "renderer": "metric_table"},
@@ -125,7 +122,7 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
 def test_a_view_may_add_seeds_that_its_owner_trains(tmp_path):
     """table2_seeds (runs_of fig2, seeds [0, 1]): the view's extra seeds are the owner's runs, in the owner's folder;
     no other method gets them."""
-    from xcbench.reporting.collect import expected_runs, run_location, view_runs
+    from xcbench.run import expected_runs, run_location, view_runs
 
     owner = {"paper": "p", "artifact": "own", "title": "t", "task": "multiclass", "seeds": [0], "datasets": ["a"],
              "render": {"kind": "table", "renderer": "metric_table"}, "model": {"encoder": {"name": "mlp", "hidden": 8}},
@@ -143,7 +140,7 @@ def test_a_view_may_add_seeds_that_its_owner_trains(tmp_path):
 def test_runs_of_equal_settings_train_once(tmp_path):
     """Two artifacts with a run of equal settings (names and labels aside) read one run, the table's;
     a changed learning rate makes it a run of its own."""
-    from xcbench.reporting.collect import run_location
+    from xcbench.run import run_location
 
     method = {"head": "softmax", "params": {}}
     common = {"paper": "p", "title": "t", "task": "xmc", "datasets": ["a"], "seeds": [0], "train": {"epochs": 1, "lr": 0.1},
@@ -164,7 +161,7 @@ def test_runs_of_equal_settings_train_once(tmp_path):
 
 def test_shared_runs_of_the_kept_sweeps():
     """The sweeps' points that a table or an earlier figure trains are read from there (no copy trained)."""
-    from xcbench.reporting.collect import run_location
+    from xcbench.run import run_location
 
     cases = [("midx/fig3b", "ptb", "pq_K32", "paper", ("table4", "lstm_midx_pq")),
              ("midx/table5", "ptb", "midx_rq", "paper", ("table4", "lstm_midx_rq")),

@@ -129,11 +129,11 @@ def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny
     """Its checkpoint holds the generators' states and the CUDA stream's; read back onto the device, a CUDA
     generator's state failed set_state ('RNG state must be a torch.ByteTensor', seen on an H200), so no
     GPU run could resume."""
+    from conftest import train_run
     from test_interfaces import _sampled
 
     from xcbench.config import normalise_methods
     from xcbench.tasks.base import make_task
-    from xcbench.train import run
 
     exp = _sampled(tiny_exp, sampler, sampler_params=params)
     exp["methods"] = normalise_methods(exp["methods"])
@@ -141,7 +141,7 @@ def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny
 
     def go(out, **kw):
         task = make_task(copy.deepcopy(exp), entry, processed, feats, CUDA, 0)
-        return run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, out, CUDA, **kw)
+        return train_run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, out, CUDA, **kw)
 
     full = go(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
@@ -154,11 +154,11 @@ def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny
 def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tiny_exp, tmp_path, sampler, params):
     """Negatives, codebooks, kernel trees and the encoder's dropout (TINY_EXP: mlp, p 0.1) drawn on the CPU
     for both devices: the test metrics agree to float tolerance (device_parity's 1e-4), not in distribution."""
+    from conftest import train_run
     from test_interfaces import _sampled
 
     from xcbench.config import normalise_methods
     from xcbench.tasks.base import make_task
-    from xcbench.train import run
 
     exp = _sampled(tiny_exp, sampler, sampler_params=params)
     exp["methods"] = normalise_methods(exp["methods"])
@@ -166,7 +166,7 @@ def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tin
     out = {}
     for key, dev in DEVICES.items():
         task = make_task(copy.deepcopy(exp), entry, processed, feats, dev, 0)
-        out[key] = run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, tmp_path / key, dev)["metrics"]
+        out[key] = train_run(copy.deepcopy(exp), task, "synthetic-xmc-tiny", "s", 0, tmp_path / key, dev)["metrics"]
     assert out["cuda"].keys() == out["cpu"].keys() and any(isinstance(a, float) for a in out["cpu"].values())
     for k, a in out["cpu"].items():
         if isinstance(a, float):

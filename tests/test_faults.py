@@ -7,11 +7,11 @@ import stat
 
 import pytest
 import torch
+from conftest import train_run
 
 from xcbench.config import normalise_methods
 from xcbench.io import write_text
 from xcbench.tasks.base import make_task
-from xcbench.train import run
 
 DEV = torch.device("cpu")
 
@@ -21,7 +21,7 @@ def _run(tiny_xmc, exp, out, **kw):
     exp = copy.deepcopy(exp)
     exp["methods"] = normalise_methods(exp["methods"])
     task = make_task(exp, entry, processed, feats, DEV, 0)
-    return run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
+    return train_run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
 
 
 def test_checkpoint_of_other_settings_is_not_resumed(tiny_xmc, tiny_exp, tmp_path, capsys):
@@ -216,7 +216,7 @@ def test_train_accepts_a_seed_that_a_view_adds_and_no_other():
     import subprocess
     import sys
 
-    from xcbench.reporting.collect import view_runs
+    from xcbench.run import view_runs
 
     fig2 = "config/experiments/class_selection/fig2.yaml"
     assert ("synthetic-faces-87k", "hf_a", 1) in view_runs(fig2, "paper")

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(not (SHARED / "MANIFEST.tsv").exists(), reason="
 @functools.lru_cache(maxsize=None)
 def quick_datasets() -> tuple[str, ...]:
     """The real (fetched, not generated) datasets that the quick scale's experiments train on."""
-    from xcbench.reporting.collect import expected_runs
+    from xcbench.run import expected_runs
 
     names = set()
     for f in sorted(EXPERIMENTS.glob("*/*.yaml")):

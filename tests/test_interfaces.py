@@ -7,7 +7,7 @@ import csv
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, train_run
 
 from xcbench.config import ConfigError, load_experiment, normalise_methods, resolve_experiment
 from xcbench.io import write_yaml
@@ -16,7 +16,6 @@ from xcbench.registry import HEADS, SAMPLERS, TASKS
 from xcbench.samplers.base import Sampler
 from xcbench.selection import BestEpoch
 from xcbench.tasks.base import make_task
-from xcbench.train import run
 
 DEV = torch.device("cpu")
 
@@ -26,7 +25,7 @@ def _run(tiny_xmc, exp, out, method=None, **kw):
     exp = copy.deepcopy(exp)
     exp["methods"] = normalise_methods(exp["methods"])
     task = make_task(exp, entry, processed, feats, DEV, 0)
-    return run(exp, task, "synthetic-xmc-tiny", method or next(iter(exp["methods"])), 0, out, DEV, **kw)
+    return train_run(exp, task, "synthetic-xmc-tiny", method or next(iter(exp["methods"])), 0, out, DEV, **kw)
 
 
 def _const(tiny_exp, epochs, select=None):

@@ -101,11 +101,7 @@ def test_per_dataset_task_params_override_the_experiment(prepared):
     assert make_task(exp, entry, processed, None, torch.device("cpu"), 0, dataset="other").T == 10
 
 
-def test_midx_experiments_resolve_at_every_scale():
-    for art in ("table4", "table5", "fig3a", "fig3b", "fig7a", "fig7b"):
-        for scale in ("tiny", "quick", "paper"):
-            exp = resolve_experiment(load_experiment(f"config/experiments/midx/{art}.yaml"), scale)
-            assert exp["methods"], (art, scale)
+def test_table5_extends_table4_with_its_own_methods():
     t5 = resolve_experiment(load_experiment("config/experiments/midx/table5.yaml"), "paper")
     assert set(t5["methods"]) == {"midx_pq", "midx_rq", "midx_learn_pq", "midx_learn_rq"}  # extends replaced them
 
@@ -255,11 +251,11 @@ def test_a_tagged_method_counts_in_the_claims_that_name_its_tag(tmp_path):
 
 
 def test_schedule_facts_of_a_hand_written_history():
-    """benchmarks/midx_schedule.py: the first lr cut, the largest rise at the first rate and the best epoch
+    """studies/midx_table4/midx_schedule.py: the first lr cut, the largest rise at the first rate and the best epoch
     of a history written by hand (rate 5 for epochs 1-4, cut after epoch 4)."""
     from conftest import load_benchmark
 
-    mod = load_benchmark("midx_schedule")
+    mod = load_benchmark("midx_schedule", "studies/midx_table4")
     val, lr = [300.0, 250.0, 262.0, 255.0, 240.0, 255.0, 238.0], [5.0] * 4 + [1.25] * 3   # a 15-point rise after the cut
     assert mod.schedule_facts(val, lr) == {"epochs": 7, "lr0": 5.0, "first_cut_after": 4, "val_at_cut": 250.0,
                                            "largest_rise": 12.0, "best_val": 238.0, "best_epoch": 7}

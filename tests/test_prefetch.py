@@ -60,13 +60,12 @@ def test_default_workers():
 def test_lazy_faces_training_is_independent_of_read_ahead(tmp_path, catalogue):
     """A lazy-faces run trained with 0 and 3 read-ahead threads: identical batches, curves and metrics
     (fails if read-ahead reorders batches or pairs rows with another batch's labels)."""
-    from conftest import TINY_EXP
+    from conftest import TINY_EXP, train_run
 
     from xcbench.config import normalise_methods
     from xcbench.data.datasets import prepare
     from xcbench.data.synthetic import generate
     from xcbench.tasks.base import make_task
-    from xcbench.train import run
 
     entry = catalogue["synthetic-faces-tiny"]
     entry = {**entry, "name": "lazy", "params": {**entry["params"], "lazy": True}}
@@ -81,7 +80,7 @@ def test_lazy_faces_training_is_independent_of_read_ahead(tmp_path, catalogue):
         task = make_task(exp, entry, str(tmp_path / "l.npz"), None, torch.device("cpu"), 0)
         task.read_ahead = w
         b = list(task.train_batches(32, torch.Generator().manual_seed(1)))
-        out[w] = b, run(exp, task, "lazy", "full", 0, tmp_path / f"w{w}", torch.device("cpu"))
+        out[w] = b, train_run(exp, task, "lazy", "full", 0, tmp_path / f"w{w}", torch.device("cpu"))
     (b0, m0), (b3, m3) = out[0], out[3]
     assert len(b0) == len(b3) > 2 and all(torch.equal(u, v) for p, q in zip(b0, b3) for u, v in zip(p, q))
     assert m0["curves"] == m3["curves"] and m0["metrics"] == m3["metrics"]

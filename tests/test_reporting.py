@@ -361,8 +361,8 @@ import json, sys
 from pathlib import Path
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import write_yaml
-from xcbench.reporting.collect import expected_runs, run_dir
-from xcbench.runspec import run_spec
+from xcbench.run import expected_runs, run_dir
+from xcbench.run import run_spec
 from xcbench.cli import main
 R, O = {str(tmp_path / "results")!r}, {str(tmp_path / "fig")!r}
 for f in sorted(Path("config/experiments/class_selection").glob("*.yaml")):

@@ -223,14 +223,15 @@ def test_a_measurement_job_logs_what_it_measures_and_the_values(vectors, tmp_pat
     """A probe has no epochs; its DAG log still says what ran, how long it took and what came out."""
     import logging
 
-    from xcbench.tasks.probes import write_measurement
+    from xcbench.run import make_run
+    from xcbench.train import execute
 
     processed, entry = vectors
     probe = make_test_task("kernel_mse", {"tau": 1.0, "pairs": 50}, entry, processed, None, torch.device("cpu"), 0)
     exp = {"paper": "p", "artifact": "a", "scale": "tiny", "task": {"name": "kernel_mse"},
            "methods": {"q": {"head": "quadratic_fit"}}}
     with caplog.at_level(logging.INFO, logger="xcbench.train"):
-        m = write_measurement(probe, exp, "synthetic-sphere-tiny", "q", 0, tmp_path, torch.device("cpu"))
+        m = execute(make_run(exp, "synthetic-sphere-tiny", "q", 0), probe, tmp_path, torch.device("cpu"))
     lines = [r.getMessage() for r in caplog.records]
     assert any("synthetic-sphere-tiny/q measures kernel_mse" in x for x in lines)
     assert any("synthetic-sphere-tiny/q measured in" in x and f"mse={m['metrics']['mse']:.4g}" in x for x in lines)

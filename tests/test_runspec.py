@@ -132,10 +132,35 @@ def test_check_and_explain_do_not_depend_on_installed_libraries(monkeypatch):
     (fig2's annoy runs), and `explain` still shows its settings."""
     from conftest import REPO
 
-    from xcbench import checks
+    from xcbench import registry
     from xcbench.explain import explain
 
-    monkeypatch.setattr(checks, "unavailable", lambda methods: {m: "needs a library" for m in methods})
+    monkeypatch.setattr(registry, "unavailable", lambda methods: {m: "needs a library" for m in methods})
     assert check_repository(REPO / "config" / "experiments", REPO / "config" / "claims") == []
     assert "selector_params.metric = 'angular'" in explain(REPO / "config/experiments/class_selection/fig2.yaml",
                                                            "paper", "synthetic-faces-87k", "annoy_1")
+
+
+def test_a_nan_or_infinite_number_is_an_error_naming_file_and_line(tmp_path):
+    f = _write(tmp_path, "t", BASE)
+    f.write_text(f.read_text().replace("lr: 0.1", "lr: .nan"))
+    line = next(i for i, ln in enumerate(f.read_text().splitlines(), 1) if ".nan" in ln)
+    with pytest.raises(ConfigError, match=rf"t.yaml:{line}: train/lr: nan is not a finite number"):
+        load_experiment(f)
+    f.write_text(f.read_text().replace("lr: .nan", "lr: -.inf"))
+    with pytest.raises(ConfigError, match="not a finite number"):
+        load_experiment(f)
+
+
+def test_a_misspelt_parameter_is_reported_at_the_file_and_line_that_hold_it(tmp_path):
+    """A typo in the file a variant `extends` (or a view shows) names that file and line, not the variant's."""
+    methods = {"m": {"head": "sampled_softmax", "params": {"sampler": "uniform", "m": 5, "samplr_params": {}}}}
+    parent = _write(tmp_path, "parent", {**BASE, "methods": methods})
+    child = _write(tmp_path, "child", {"paper": "p", "title": "c", "extends": "parent", "seeds": [1]})
+    line = next(i for i, ln in enumerate(parent.read_text().splitlines(), 1) if "samplr_params" in ln)
+    with pytest.raises(ConfigError, match=rf"parent.yaml:{line}: methods.m.params.samplr_params: not a parameter"):
+        check_experiment(resolve_experiment(load_experiment(child), "quick"), str(child))
+    over = _write(tmp_path, "over", {**BASE, "per_dataset": {"b": {"train": {"optimizer": "adamm"}}}})
+    line = next(i for i, ln in enumerate(over.read_text().splitlines(), 1) if "adamm" in ln)
+    with pytest.raises(ConfigError, match=rf"over.yaml:{line}: methods.m.train.optimizer: unknown optimizer"):
+        check_experiment(resolve_experiment(load_experiment(over), "quick"), str(over))

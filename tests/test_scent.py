@@ -242,11 +242,10 @@ def test_row_sgd_matches_dense_sgd_without_momentum():
 
 
 def test_nu_is_checkpointed_and_resumed(tiny_xmc, tmp_path):
-    from conftest import TINY_EXP
+    from conftest import TINY_EXP, train_run
 
     from xcbench.config import normalise_methods
     from xcbench.tasks.base import make_task
-    from xcbench.train import run
 
     exp = {**TINY_EXP, "task": {"name": "multiclass", "params": {"eval_train_size": 100}},
            "methods": normalise_methods({"scent": {"head": "minmin_ce", "params": {"dual": "scent",
@@ -255,12 +254,12 @@ def test_nu_is_checkpointed_and_resumed(tiny_xmc, tmp_path):
            "train": {"epochs": 3, "batch_size": 32, "lr": 0.5, "optimizer": "row_sgd", "schedule": "cosine"}}
     processed, feats, entry = tiny_xmc
     task = make_task(exp, entry, processed, feats, torch.device("cpu"), 0)
-    full = run(exp, task, "d", "scent", 0, tmp_path / "full", torch.device("cpu"))
+    full = train_run(exp, task, "d", "scent", 0, tmp_path / "full", torch.device("cpu"))
     with pytest.raises(KeyboardInterrupt):
-        run(exp, task, "d", "scent", 0, tmp_path / "cut", torch.device("cpu"), interrupt_after=1)
+        train_run(exp, task, "d", "scent", 0, tmp_path / "cut", torch.device("cpu"), interrupt_after=1)
     ck = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     assert ck["model"]["head.nu"].shape == (task.stats["n_train"],) and ck["model"]["head.nu"].abs().sum() > 0
-    resumed = run(exp, task, "d", "scent", 0, tmp_path / "cut", torch.device("cpu"))
+    resumed = train_run(exp, task, "d", "scent", 0, tmp_path / "cut", torch.device("cpu"))
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
     assert full["curves"]["epoch"][0] == 0  # curves start before the first update
     assert full["initial"]["val_ce"] == pytest.approx(math.log(task.n_classes), abs=0.05)

@@ -348,9 +348,10 @@ def test_open_set_split_has_one_gallery_sample_per_probe_identity():
                                          ("hf_a", {"trees_start": 2, "trees_end": 4, "T_start": 5, "T_end": 9,
                                                    "phase_epochs": 1, "leaf": 4})])
 def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector, sp):
+    from conftest import train_run
+
     from xcbench.config import normalise_methods
     from xcbench.tasks.base import make_task
-    from xcbench.train import run
 
     processed, entry = prepared("synthetic-faces-tiny")
     exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
@@ -361,7 +362,7 @@ def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector
            "model": {"encoder": {"name": "mlp", "hidden": 8}},
            "train": {"epochs": 3, "batch_size": 16, "lr": 0.01, "optimizer": "lazy_adam"}}
     dev = torch.device("cpu")
-    go = lambda out, **kw: run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
+    go = lambda out, **kw: train_run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
                                out, dev, **kw)
     full = go(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
@@ -372,11 +373,10 @@ def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector
     assert {"verif_tpr", "ident_top1"} <= set(full["metrics"])
     # inside an epoch (a checkpoint after every batch): in the first epoch, and in the second, a phase start of HF-A
     # (its adapted M, L, T and the rebuilt forest come from the checkpoint, not from a second epoch start)
-    exp["train"]["checkpoint_minutes"] = 1e-9
     for at in (0.5, 1.4):
         with pytest.raises(KeyboardInterrupt, match="in epoch"):
-            go(tmp_path / f"mid{at}", interrupt_after=at)
-        resumed = go(tmp_path / f"mid{at}")
+            go(tmp_path / f"mid{at}", interrupt_after=at, checkpoint_minutes=1e-9)
+        resumed = go(tmp_path / f"mid{at}", checkpoint_minutes=1e-9)
         assert resumed["metrics"] == full["metrics"], at
         assert resumed["curves"] == full["curves"] and resumed["head"] == full["head"], at
 

@@ -12,12 +12,13 @@ import time
 
 import pytest
 import torch
+from conftest import train_run
 
 from xcbench.checkpoint import StopAfter
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
 from xcbench.tasks.base import make_task
-from xcbench.train import TrainingDiverged, run
+from xcbench.train import TrainingDiverged
 
 DEV = torch.device("cpu")
 
@@ -26,7 +27,7 @@ def _run(tiny_xmc, exp, out, **kw):
     processed, feats, entry = tiny_xmc
     exp["methods"] = normalise_methods(exp["methods"])
     task = make_task(exp, entry, processed, feats, DEV, 0)
-    return run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
+    return train_run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
 
 
 def test_same_seed_twice_gives_identical_metrics(tiny_xmc, tiny_exp, tmp_path):
@@ -50,32 +51,27 @@ def test_interrupted_run_resumes_to_identical_metrics(tiny_xmc, tiny_exp, tmp_pa
 
 
 def test_finish_ends_a_cut_run_at_its_checkpoint(tiny_xmc, tiny_exp, tmp_path):
-    """`xcbench train --finish` (train.finish): a run cut after epoch 2 of 3 is tested as it stands."""
+    """`xcbench train --finish` (FitOptions.finish): a run cut after epoch 2 of 3 is tested as it stands."""
     with pytest.raises(KeyboardInterrupt):
         _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=2)
-    tiny_exp["train"]["finish"] = True
-    m = _run(tiny_xmc, tiny_exp, tmp_path / "cut")
+    m = _run(tiny_xmc, tiny_exp, tmp_path / "cut", finish=True)
     assert m["epochs"] == 2 and m["cut_short_after_epoch"] == 2 and len(m["curves"]["val_P@1"]) == 2
     with pytest.raises(FileNotFoundError, match="no"):
-        _run(tiny_xmc, tiny_exp, tmp_path / "never_started")
+        _run(tiny_xmc, tiny_exp, tmp_path / "never_started", finish=True)
 
 
 def test_stop_after_pauses_a_run_that_finish_tests_or_a_rerun_continues(tiny_xmc, tiny_exp, tmp_path):
-    """`xcbench train --stop-after N` (train.stop_after): a budgeted run (e.g. one epoch of 30) stops after epoch N with
+    """`xcbench train --stop-after N` (FitOptions.stop_after): a budgeted run (e.g. one epoch of 30) stops after epoch N with
     its checkpoint; asked again it trains nothing; `--finish` tests it as a cut run; without the flag it goes on to
     the uninterrupted run's numbers (the flag is not part of the run spec)."""
     full = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
-    stop = copy.deepcopy(tiny_exp)
-    stop["train"]["stop_after"] = 1
     for _ in range(2):  # the second call resumes at epoch 1 and stops before training
         with pytest.raises(StopAfter, match="stopped after epoch 1 of 3"):
-            _run(tiny_xmc, copy.deepcopy(stop), tmp_path / "cut")
+            _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", stop_after=1)
         assert (tmp_path / "cut" / "checkpoint.pt").exists() and not (tmp_path / "cut" / "metrics.json").exists()
         assert torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)["epoch"] == 1
-    fin = copy.deepcopy(tiny_exp)
-    fin["train"]["finish"] = True
     shutil.copytree(tmp_path / "cut", tmp_path / "fin")
-    m = _run(tiny_xmc, fin, tmp_path / "fin")
+    m = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "fin", finish=True)
     assert m["epochs"] == 1 and m["cut_short_after_epoch"] == 1
     resumed = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
@@ -85,8 +81,8 @@ def test_different_seed_differs(tiny_xmc, tiny_exp, tmp_path):
     processed, feats, entry = tiny_xmc
     tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
     task = make_task(tiny_exp, entry, processed, feats, DEV, 0)
-    a = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 0, tmp_path / "s0", DEV)
-    b = run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 1, tmp_path / "s1", DEV)
+    a = train_run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 0, tmp_path / "s0", DEV)
+    b = train_run(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", 1, tmp_path / "s1", DEV)
     assert a["curves"]["train_loss"] != b["curves"]["train_loss"]
 
 
@@ -241,18 +237,17 @@ def test_run_cut_inside_an_epoch_resumes_to_identical_metrics(tiny_xmc, tiny_exp
     """checkpoint_minutes = 0 (any positive interval elapsed): a checkpoint after every batch of a
     resumable head; cut after 40% of epoch 2, the resumed run redraws epoch 2's order, skips the done
     batches and ends where the uninterrupted run does; --finish there records the fraction."""
-    tiny_exp["train"]["checkpoint_minutes"] = 1e-9
-    full = _run(tiny_xmc, tiny_exp, tmp_path / "full")
+    every = {"checkpoint_minutes": 1e-9}
+    full = _run(tiny_xmc, tiny_exp, tmp_path / "full", **every)
     with pytest.raises(KeyboardInterrupt, match="in epoch 2"):
-        _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=1.4)
+        _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=1.4, **every)
     ck = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     assert ck["epoch"] == 1 and ck["step"] > 0
-    resumed = _run(tiny_xmc, tiny_exp, tmp_path / "cut")
+    resumed = _run(tiny_xmc, tiny_exp, tmp_path / "cut", **every)
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
     with pytest.raises(KeyboardInterrupt):
-        _run(tiny_xmc, tiny_exp, tmp_path / "fin", interrupt_after=1.4)
-    tiny_exp["train"]["finish"] = True
-    m = _run(tiny_xmc, tiny_exp, tmp_path / "fin")
+        _run(tiny_xmc, tiny_exp, tmp_path / "fin", interrupt_after=1.4, **every)
+    m = _run(tiny_xmc, tiny_exp, tmp_path / "fin", finish=True, **every)
     assert 1 < m["cut_short_after_epoch"] < 2 and m["epochs"] == 1
 
 
@@ -307,3 +302,36 @@ def test_train_runs_numpys_blas_on_one_thread_unless_told(preset, monkeypatch, c
                    "--dataset", "synthetic-faces-tiny", "--method", "no_such_method", "--processed", "none.npz", "--out", str(tmp_path)])
     assert rc == 1 and "no_such_method" in capsys.readouterr().err
     assert os.environ["OPENBLAS_NUM_THREADS"] == (preset or "1")
+
+
+def test_a_train_job_builds_its_run_once(tiny_xmc, tmp_path, monkeypatch):
+    """`xcbench train` derives the run's settings once (run.make_run over runspec.method_config) and hands the
+    one Run to the task, the loop and the records; its CLI options reach `fit` as FitOptions, not as settings."""
+    from conftest import TINY_EXP
+
+    from xcbench import cli, run, train
+    from xcbench.io import write_yaml
+
+    write_yaml(tmp_path / "exp.yaml", {k: v for k, v in TINY_EXP.items() if k != "scale"})
+    calls = {"make_run": 0, "method_config": 0}
+
+    def counted(name, real):
+        def wrapper(*a, **kw):
+            calls[name] += 1
+            return real(*a, **kw)
+        return wrapper
+
+    monkeypatch.setattr(run, "make_run", counted("make_run", run.make_run))
+    monkeypatch.setattr(run, "method_config", counted("method_config", run.method_config))
+    seen = {}
+    real_fit = train.fit
+    monkeypatch.setattr(train, "fit", lambda *a, **kw: seen.setdefault("options", a[6]) and real_fit(*a, **kw))
+    processed, feats, _ = tiny_xmc
+    rc = cli.main(["train", "--experiment", str(tmp_path / "exp.yaml"), "--scale", "tiny", "--dataset", "synthetic-xmc-tiny",
+                   "--method", "full_softmax", "--processed", str(processed), "--features", str(feats), "--device", "cpu",
+                   "--out", str(tmp_path / "out"), "--checkpoint-minutes", "7"])
+    assert rc == 0 and (tmp_path / "out" / "metrics.json").exists()
+    assert calls == {"make_run": 1, "method_config": 1}
+    assert seen["options"] == train.FitOptions(checkpoint_minutes=7.0)
+    resolved = (tmp_path / "out" / "config.resolved.yaml").read_text()
+    assert "checkpoint_minutes" not in resolved  # how the job ran is not a setting of the run

@@ -1,9 +1,11 @@
 """The Snakemake DAG: a full tiny-scale run in a temporary copy, lint, dry-runs, config errors."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 from conftest import REPO
@@ -75,10 +77,33 @@ def test_tiny_end_to_end_run(tmp_path):
     assert (wd / "report.html").stat().st_size > 10000
 
 
+def _train_jobs(out: str) -> Counter:
+    """(paper, artifact) -> train jobs listed by `snakemake -n`."""
+    jobs = Counter()
+    for block in out.split("\n\n"):
+        if "rule train:" in block:
+            w = dict(kv.split("=", 1) for kv in re.search(r"wildcards: (.*)", block).group(1).split(", "))
+            jobs[(w["paper"], w["artifact"])] += 1
+    return jobs
+
+
 def test_paper_scale_dry_run(tmp_path):
+    """At the paper scale the DAG lists one train job per run of the run module's plan (every artifact's runs
+    and the seeds its views add, runs of equal settings once, under the artifact that trains them), the
+    papers' grids among them (MIDX Table 4: 8 samplers x 2 encoders x 2 datasets; RF-softmax Table 1: 5
+    estimators x 3 datasets)."""
+    from xcbench.config import load_experiment, resolve_experiment
+    from xcbench.run import expected_runs, run_location
+
     r = _snakemake(_copy_workflow(tmp_path), "-n", "--config", "scale=paper")
     assert r.returncode == 0, r.out[-2000:]
-    assert "wikipedia-500k" in r.out and "train" in r.out
+    planned = set()
+    for f in sorted((REPO / "config" / "experiments").glob("*/*.yaml")):
+        exp = resolve_experiment(load_experiment(f), "paper")
+        planned |= {(exp["paper"], *run_location(exp, d, m, s), d, s) for d, m, s in expected_runs(exp)}
+    jobs = _train_jobs(r.out)
+    assert jobs == Counter((p, owner) for p, owner, *_ in planned)
+    assert jobs[("midx", "table4")] == 32 and jobs[("rff", "table1")] == 15 and "wikipedia-500k" in r.out
     # the XC sets served from Google Drive only: each named with its page and folder before any job is listed
     head = r.out[:r.out.index("Job stats")]
     assert "6 file(s) need a manual download" in head

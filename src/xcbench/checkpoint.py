@@ -76,12 +76,11 @@ def load_checkpoint(path: Path, spec: dict | None) -> dict | None:
 
 
 class StopAfter(Exception):
-    """A run paused where `xcbench train --stop-after N` asked (train key `stop_after`), its checkpoint kept."""
+    """A run paused where `xcbench train --stop-after N` asked (FitOptions.stop_after), its checkpoint kept."""
 
 
-def stop_after(train_cfg: dict, done: int, epochs: int, out_dir: Path) -> None:
-    """Raise StopAfter once `done` epochs reach the train key `stop_after` (when set)."""
-    n = train_cfg.get("stop_after")
+def stop_after(n: int | None, done: int, epochs: int, out_dir: Path) -> None:
+    """Raise StopAfter once `done` epochs reach `n` (when set)."""
     if n is not None and done >= int(n):
         raise StopAfter(f"{out_dir}: stopped after epoch {done} of {epochs} (--stop-after {n}); its checkpoint stays: "
                         "`--finish` tests its best epoch so far, the same command without --stop-after goes on")

@@ -91,8 +91,41 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
     return errs
 
 
+def _places(key: str, exp: dict) -> list[tuple]:
+    """Where in the YAML a checked key (`methods.<m>.params.k`, `methods.<m>.model....`, `methods.<m>.train.k`)
+    may be written, lowest precedence first (runspec.method_config's order)."""
+    m = next((m for m in sorted(exp.get("methods", {}), key=len, reverse=True) if key.startswith(f"methods.{m}.")), None)
+    if m is None:
+        return []
+    section, *rest = key[len(f"methods.{m}."):].split(".")
+    if section == "model" and rest[:2] == ["encoders", "encoder"]:  # the encoder given inline as `model.encoder`
+        rest = ["encoder"] + rest[2:]
+    ds = list(exp.get("datasets", []))
+    own = [("methods", m, section, *rest)] + [("per_dataset", d, "methods", m, section, *rest) for d in ds]
+    if section in ("train", "model"):
+        return [(section, *rest)] + [("per_dataset", d, section, *rest) for d in ds] + own
+    return own
+
+
+def _located(errs: list[str], exp: dict, source: str) -> list[str]:
+    """Each error prefixed with the file and line that hold its key, which may be a file the experiment
+    `extends` or views (`runs_of`), not the one being resolved."""
+    from xcbench.explain import sources, written_at
+
+    try:
+        docs = sources(source)
+    except (OSError, ValueError):  # an experiment built in code, or a file that cannot be read again
+        return errs
+    out = []
+    for e in errs:
+        where = written_at(docs, _places(e.split(":", 1)[0], exp), exp.get("scale", ""))
+        out.append(f"{where.split(' (')[0]}: {e}" if where else e)
+    return out
+
+
 def check_experiment(exp: dict, source: str) -> None:
-    """Raise ConfigError listing every unknown name or parameter of a resolved experiment's runs."""
+    """Raise ConfigError listing every unknown name or parameter of a resolved experiment's runs, each at
+    the file and line that hold it."""
     errs: list[str] = []
     for d in exp.get("datasets", []):
         if not TASKS.get(task_config(exp, d)[0]).trains:  # probes (timings, statistics) read `head` their own way
@@ -101,7 +134,7 @@ def check_experiment(exp: dict, source: str) -> None:
             spec, train, model = method_config(exp, d, m)
             errs += [e for e in check_method(spec, train, model, f"methods.{m}") if e not in errs]
     if errs:
-        raise ConfigError(f"{source} (scale {exp.get('scale')}):\n  " + "\n  ".join(errs))
+        raise ConfigError(f"{source} (scale {exp.get('scale')}):\n  " + "\n  ".join(_located(errs, exp, source)))
 
 
 def check_repository(experiments: Path, claims_dir: Path) -> list[str]:

@@ -72,40 +72,24 @@ def cmd_train(args) -> None:
     # numpy's BLAS on one thread unless the environment says otherwise (read when numpy loads, below): a train
     # job's numpy work is the lazy faces' two small products per batch, which BLAS threads make no faster and
     # read-ahead threads oversubscribe (16 cores: 4 read-ahead threads 4.0 ms a batch with the default BLAS
-    # threads, 1.8 ms with one; inline 3.8 and 3.6: benchmarks/out/read_ahead_h100_machine.md). Same values.
+    # threads, 1.8 ms with one; inline 3.8 and 3.6: studies/read_ahead/out/read_ahead_h100_machine.md). Same values.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from xcbench.checkpoint import StopAfter
     from xcbench.device import pick_device
+    from xcbench.run import job_run
     from xcbench.runtime import configure_process
-    from xcbench.tasks.base import make_task
-    from xcbench.train import run
+    from xcbench.tasks.base import task_of
+    from xcbench.train import FitOptions, execute
 
     configure_process(args.threads)
-    exp = resolve_experiment(load_experiment(args.experiment), args.scale)
-    if args.method not in exp["methods"]:
-        raise ConfigError(f"{args.experiment}: method {args.method!r} is not in this experiment at scale "
-                          f"{args.scale}; its methods: {', '.join(exp['methods'])}")
-    from xcbench.reporting.collect import expected_runs, view_runs
-
-    runs = expected_runs(exp)
-    if (args.dataset, args.method, args.seed) not in runs:
-        runs += sorted(view_runs(args.experiment, args.scale))  # a view may add seeds of this file's runs
-    if (args.dataset, args.method, args.seed) not in runs:
-        on = sorted({d for d, m, _ in runs if m == args.method})
-        raise ConfigError(f"{args.experiment}: no run of method {args.method!r} on dataset {args.dataset!r} with seed "
-                          f"{args.seed} at scale {args.scale} (a stale target?); this method runs on "
-                          f"{', '.join(on) or 'no dataset'} with seeds {exp['seeds']}")
+    run = job_run(args.experiment, resolve_experiment(load_experiment(args.experiment), args.scale),
+                  args.dataset, args.method, args.seed)
     device = pick_device(args.device)
-    exp["train"] = {**exp.get("train", {}), "checkpoint_minutes": args.checkpoint_minutes,
-                    **({"finish": True} if args.finish else {}),
-                    **({"stop_after": args.stop_after} if args.stop_after is not None else {})}
-    entry = _entry(args)
-    task = make_task(exp, entry, args.processed, args.features, device, args.seed, source=args.experiment,
-                     dataset=args.dataset)
+    task = task_of(run, _entry(args), args.processed, args.features, device, source=args.experiment)
     task.read_ahead = args.read_ahead
-    from xcbench.checkpoint import StopAfter
-
+    options = FitOptions(checkpoint_minutes=args.checkpoint_minutes, finish=args.finish, stop_after=args.stop_after)
     try:
-        m = run(exp, task, args.dataset, args.method, args.seed, args.out, device)
+        m = execute(run, task, args.out, device, options)
     except StopAfter as e:  # a pause asked for, not an error
         print(e)
         return

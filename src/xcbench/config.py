@@ -15,11 +15,13 @@ import copy
 import difflib
 import fnmatch
 import functools
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import yaml
 
 from xcbench.io import read_yaml
 
@@ -57,7 +59,43 @@ def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(read_yaml(SCHEMAS / schema_name))
 
 
+def yaml_node(node: yaml.Node | None, keys: tuple) -> yaml.Node | None:
+    """The node at a key path of a composed YAML document (None where it is not written)."""
+    for k in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for kn, v in node.value if kn.value == str(k)), None)
+        if node is None:
+            return None
+    return node
+
+
+def _non_finite(obj: Any, path: tuple = ()) -> list[tuple]:
+    """Key paths of NaN or infinite numbers (YAML's .nan, .inf), which every schema `type: number` admits."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return [path]
+    if isinstance(obj, dict):
+        return [p for k, v in obj.items() for p in _non_finite(v, path + (k,))]
+    if isinstance(obj, list):
+        return [p for i, v in enumerate(obj) for p in _non_finite(v, path + (i,))]
+    return []
+
+
+def _line(source: str | Path, keys: tuple) -> str:
+    """`:<line>` of a key path in a YAML file, where it can be found."""
+    try:
+        node = yaml_node(yaml.compose(Path(source).read_text(encoding="utf-8")), keys)
+    except (OSError, yaml.YAMLError):
+        return ""
+    return f":{node.start_mark.line + 1}" if node is not None else ""
+
+
 def validate(obj: Any, schema_name: str, source: str | Path) -> None:
+    bad = _non_finite(obj)
+    if bad:
+        raise ConfigError("invalid configuration\n  " + "\n  ".join(
+            f"{source}{_line(source, p)}: {'/'.join(map(str, p))}: {_get(obj, p)!r} is not a finite number; write the "
+            "value itself (YAML's .nan and .inf are not settings)" for p in bad))
     validator = _validator(schema_name)
     errors = sorted((_leaf(e) for e in validator.iter_errors(obj)), key=lambda e: list(e.absolute_path))
     real = [e for e in errors if e.validator != "unevaluatedProperties"]
@@ -68,6 +106,12 @@ def validate(obj: Any, schema_name: str, source: str | Path) -> None:
         lines = [f"{source}: {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
                  for e in errors]
         raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))
+
+
+def _get(obj: Any, path: tuple) -> Any:
+    for k in path:
+        obj = obj[k]
+    return obj
 
 
 def normalise_task(exp: dict) -> dict:
@@ -102,7 +146,7 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     """An experiment file; one with `runs_of: <artifact>` inherits that artifact's runs and settings
     (same folder) and only adds its own title and rendering (its `datasets`, and per-scale ones under
     `scales:`, may narrow the owner's; its `seeds` may add seeds of the owner's runs, trained under the
-    owner's folder: collect.view_runs); one with `extends: <artifact>` is
+    owner's folder: run.view_runs); one with `extends: <artifact>` is
     that artifact's file with this one deep-merged on top (a variant with its own runs); its own
     `methods`, when given, replace the parent's instead of merging into them, and so does its `render` when it
     names a `renderer`; a `render` without one layers onto the parent's (`literature: [...]` alone lists other

@@ -1,4 +1,4 @@
-"""`xcbench explain`: a run's resolved settings (the run spec that trains it, runspec.run_spec) and, for
+"""`xcbench explain`: a run's resolved settings (the run spec that trains it, run.Run.spec) and, for
 every value, the file and line that set it.
 
 The resolver's precedence (config.py) is walked backwards: for a key of the spec, the places it can
@@ -14,9 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from xcbench.config import load_experiment, resolve_experiment
-from xcbench.reporting.collect import run_location
-from xcbench.runspec import run_spec
+from xcbench.config import load_experiment, resolve_experiment, yaml_node
+from xcbench.run import make_run
 
 SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first
     "head": [("methods", "{m}", "head")],
@@ -37,14 +36,23 @@ def _chain(path: Path) -> list[Path]:
     return (_chain(path.with_name(f"{parent}.yaml")) if parent else []) + [path]
 
 
-def _find(node, keys: tuple) -> yaml.Node | None:
-    for k in keys:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        node = next((v for kn, v in node.value if kn.value == k), None)
-        if node is None:
-            return None
-    return node
+def sources(path: str | Path) -> list[tuple[Path, yaml.Node]]:
+    """The parsed YAML of every file an experiment is built from, the root first."""
+    return [(f, yaml.compose(f.read_text(encoding="utf-8"))) for f in _chain(Path(path))]
+
+
+def written_at(docs: list[tuple[Path, yaml.Node]], places: list[tuple], scale: str) -> str | None:
+    """`file:line (key path)` of the place, among `places` (lowest precedence first), that sets a value
+    last: each file of the chain from the root, its base block before its `scales.<scale>` block; None
+    where no file writes it."""
+    where = None
+    for keys in places:
+        for f, doc in docs:
+            for layer in ((), ("scales", scale)):
+                node = yaml_node(doc, layer + tuple(keys))
+                if node is not None:
+                    where = f"{f}:{node.start_mark.line + 1} ({'.'.join(map(str, layer + tuple(keys)))})"
+    return where
 
 
 def _leaves(d: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
@@ -60,21 +68,14 @@ def _leaves(d: dict, prefix: tuple = ()) -> list[tuple[tuple, object]]:
 def explain(path: str | Path, scale: str, dataset: str, method: str, seed: int = 0) -> str:
     path = Path(path)
     exp = resolve_experiment(load_experiment(path), scale, check_libraries=False)  # its settings, installed or not
-    spec = run_spec(exp, dataset, method, seed)
-    docs = [(f, yaml.compose(f.read_text(encoding="utf-8"))) for f in _chain(path)]
+    run = make_run(exp, dataset, method, seed)
+    spec = run.spec
+    docs = sources(path)
     lines = [f"# run spec of {method} on {dataset}, seed {seed}, scale {scale} ({path})",
-             f"# trained as {'/'.join(run_location(exp, dataset, method, seed))} (runs of equal settings train once)", ""]
+             f"# trained as {'/'.join(run.location)} (runs of equal settings train once)", ""]
     for key, value in _leaves(spec):
-        where = "resolver / class default"
         section, rest = key[0], key[1:]
-        if key == ("task", "name") or section not in SECTIONS:
-            rest = rest if section in SECTIONS else ()
-        for pattern in SECTIONS.get(section, []):
-            base = tuple(p.format(d=dataset, m=method) for p in pattern)
-            for f, doc in docs:
-                for layer in ((), ("scales", scale)):
-                    node = _find(doc, layer + base + rest)
-                    if node is not None:
-                        where = f"{f}:{node.start_mark.line + 1} ({'.'.join(layer + base + rest)})"
+        places = [tuple(p.format(d=dataset, m=method) for p in pattern) + rest for pattern in SECTIONS.get(section, [])]
+        where = written_at(docs, places, scale) or "resolver / class default"
         lines.append(f"{'.'.join(map(str, key))} = {value!r}    # {where}")
     return "\n".join(lines) + "\n"

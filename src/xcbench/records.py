@@ -23,7 +23,6 @@ import torch
 from xcbench import __version__
 from xcbench.config import ROOT
 from xcbench.device import device_name
-from xcbench.runspec import method_config, run_spec
 
 LOG = logging.getLogger("xcbench.train")
 WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
@@ -79,20 +78,18 @@ def history_csv(history: list[dict]) -> str:
     return buf.getvalue()
 
 
-def run_record(exp: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
-    """What every result folder's metrics.json says about where and how it ran."""
-    return {"device": str(device), "device_name": device_name(device), "seed": seed, "dataset": dataset,
-            "method": method, "scale": exp["scale"], "git_commit": git_commit(),
+def run_record(run, device: torch.device) -> dict:
+    """What every result folder's metrics.json says about where and how a run (run.Run) ran."""
+    return {"device": str(device), "device_name": device_name(device), "seed": run.seed, "dataset": run.dataset,
+            "method": run.method, "scale": run.exp["scale"], "git_commit": git_commit(),
             "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
                          "python": platform.python_version()}}
 
 
-def resolved_config(exp: dict, task, dataset: str, method: str, seed: int) -> dict:
-    """The settings one run trains with (its config.resolved.yaml): its run spec (runspec.run_spec), the
-    whole train config as given, the data it saw and the experiment it came from."""
-    _, train_cfg, _ = method_config(exp, dataset, method)
-    return {**run_spec(exp, dataset, method, seed), "train": train_cfg if task.trains else {}, "data": task.info,
-            "experiment": exp}
+def resolved_config(run, task) -> dict:
+    """The settings one run trains with (its config.resolved.yaml): its run spec, the whole train config
+    as given, the data it saw and the experiment it came from."""
+    return {**run.spec, "train": run.train if task.trains else {}, "data": task.info, "experiment": run.exp}
 
 
 def run_metrics(res: dict, n_classes: int, record: dict) -> dict:

@@ -1,6 +1,5 @@
-"""What one run is: its method, train and model settings after every override, its task, and the run
-spec that names it (`run_spec`, hashed by `spec_hash` into the DAG's train rule and checked against a
-checkpoint before it resumes).
+"""The overrides that make one run's settings (run.make_run builds the run from them), and the digest
+of its run spec (`spec_hash`: the DAG's train rule and a checkpoint are keyed by it).
 
 Order of overrides (last wins): the experiment's settings (after its scale: config.resolve_experiment),
 the dataset's `per_dataset` entry (train, model, task, and head params under `methods`), the method's own.
@@ -11,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-from xcbench import __version__
 from xcbench.config import ConfigError, deep_merge
 
 
@@ -52,21 +50,6 @@ def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:
     name = own.get("name", exp["task"]["name"])
     base = {} if name != exp["task"]["name"] else (exp["task"].get("params") or {})
     return name, {**base, **(own.get("params") or {})}
-
-
-NOT_SPEC = ("finish", "checkpoint_minutes", "stop_after")  # train keys that do not change what is trained (set by the CLI)
-
-
-def run_spec(exp: dict, dataset: str, method: str, seed: int) -> dict:
-    """The settings that change what one run trains: what its checkpoint must match and what the
-    DAG's train job depends on (`spec_hash`), so that notes, captions, literature rows and render
-    options never retrain while a changed learning rate does."""
-    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
-    task, params = task_config(exp, dataset)
-    return {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
-            "method": method, "seed": seed, "head": spec["head"], "head_params": spec.get("params", {}),
-            "train": {k: v for k, v in train_cfg.items() if k not in NOT_SPEC}, "model": model_cfg,
-            "task": {"name": task, "params": params}, "features": exp.get("features"), "xcbench": __version__}
 
 
 def spec_hash(spec: dict) -> str:

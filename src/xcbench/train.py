@@ -1,4 +1,6 @@
-"""The method-agnostic training loop: `fit()` over any Model, `run()` for one result folder (what it writes: records.py).
+"""What a DAG train job does with one run (run.Run): `execute` writes its settings, then trains it
+(`fit`, the method-agnostic loop over any Model) or, for a task that trains nothing, measures it, and
+writes its result folder (what it holds: records.py).
 
 Per epoch: set the scheduled learning rate, call `head.on_epoch_start(step, gen)` (index rebuilds
 with an explicit generator), run the batches (order from an explicit generator), evaluate on the
@@ -7,9 +9,9 @@ composite loss (`train_loss_main`, `train_loss_aux`), append to the history, upd
 selection (`select:`, selection.py) and save a checkpoint atomically. A rerun finds the
 checkpoint and resumes after the last finished epoch with identical model, optimizer, generators,
 global-RNG and selection state (the best epoch's weights included), so an interrupted run resumed
-gives the same final metrics as an uninterrupted one. Epochs longer than `checkpoint_minutes` (train
-key, set by `xcbench train --checkpoint-minutes`, not part of the run spec) also checkpoint inside the
-epoch when the head keeps no state outside its parameters (`Head.resumes_mid_epoch`): the epoch's
+gives the same final metrics as an uninterrupted one. Epochs longer than `FitOptions.checkpoint_minutes`
+(`xcbench train --checkpoint-minutes`; not a setting of the run) also checkpoint inside the epoch
+when the head keeps no state outside its parameters (`Head.resumes_mid_epoch`): the epoch's
 batch-order generator state, the batches done and the partial sums, so a resumed run redraws the same
 order, skips what was done and ends identical. `test` is evaluated on the selected epoch
 (the last one without `select:`). A non-finite loss stops the run with an error naming epoch, step
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +37,9 @@ from xcbench.device import deterministic_kernels
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
-from xcbench.records import history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
+from xcbench.records import LOG, format_values, history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
 from xcbench.registry import OPTIMIZERS, SCHEDULES
-from xcbench.runspec import method_config, run_spec  # noqa: F401 (method_config: re-exported)
+from xcbench.run import Run
 from xcbench.runtime import optimizer_step
 from xcbench.seed import seed_global, torch_generator
 from xcbench.selection import BestEpoch
@@ -44,8 +47,18 @@ from xcbench.selection import BestEpoch
 CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
 
+
 class TrainingDiverged(FloatingPointError):
     """The training loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How a job runs, not what it computes (none of these is part of the run spec)."""
+    checkpoint_minutes: float = 0.0   # also checkpoint inside an epoch this often (heads that allow it)
+    finish: bool = False              # end a run from its checkpoint: no more epochs, test the best so far
+    stop_after: int | None = None     # pause after this many epochs, the checkpoint kept
+    interrupt_after: float | None = None  # tests: raise KeyboardInterrupt after this many epochs (fractions: mid-epoch)
 
 
 def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> dict:
@@ -110,8 +123,9 @@ def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
-        interrupt_after: int | None = None, spec: dict | None = None) -> dict:
-    """Train `model` on `task` (module docstring); `spec` (checkpoint.run_spec) ties the checkpoint to the run."""
+        options: FitOptions = FitOptions(), spec: dict | None = None) -> dict:
+    """Train `model` on `task` (module docstring); `spec` (Run.spec) ties the checkpoint to the run."""
+    interrupt_after = options.interrupt_after
     out_dir.mkdir(parents=True, exist_ok=True)
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
     opt = make_optimizer(model, train_cfg)
@@ -145,20 +159,20 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             select.load_state_dict(ck["select"])
         if ck.get("stopped"):
             start = epochs
-        elif train_cfg.get("finish"):  # cut short by the user (`xcbench train --finish`): no more epochs
+        elif options.finish:  # cut short by the user (`xcbench train --finish`): no more epochs
             cut_short = round(start + resume[0] / nb, 3) if resume[0] else start
             start = epochs
         within = f", batch {resume[0]}/{nb} of the next" if resume[0] else ""
         print(f"finishing {out_dir}: cut short after epoch {int(cut_short)}{within} of {epochs}, tested at its best epoch"
               if cut_short is not None else f"resuming {out_dir} after epoch {start}/{epochs}{within}")
-    elif train_cfg.get("finish"):
+    elif options.finish:
         raise FileNotFoundError(f"{ckpt_path}: --finish ends a run from its checkpoint, and there is none")
     elif task.eval_at_start:
         model.eval()
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
-    every_s = 60 * float(train_cfg.get("checkpoint_minutes") or 0) if model.head.resumes_mid_epoch else 0.0
+    every_s = 60 * float(options.checkpoint_minutes or 0) if model.head.resumes_mid_epoch else 0.0
     state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),  # noqa: E731
                      "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
                      "global_rng": torch.get_rng_state(), "history": history,
@@ -172,7 +186,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             g["lr"] = lr
         model.train()
         if not skip:  # resumed inside the epoch: its start (index builds, HF-A's phase) is in the checkpoint
-            stop_after(train_cfg, epoch, epochs, out_dir)  # --stop-after N: N epochs trained (this run or before)
+            stop_after(options.stop_after, epoch, epochs, out_dir)  # --stop-after N: N epochs trained (this run or before)
             model.head.on_epoch_start(epoch * nb, index_gen)
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
@@ -226,30 +240,45 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             "memory": memory_report(model, opt, device), "head": last, "cut_short_after_epoch": cut_short}
 
 
-def run(exp: dict, task, dataset: str, method: str, seed: int, out_dir: str | Path, device: torch.device,
-        interrupt_after: int | None = None) -> dict:
-    """One (dataset, method, seed) of an experiment: record its resolved configuration, then let the
-    task execute it (train, or measure for a probe) and write the result folder."""
+def execute(run: Run, task, out_dir: str | Path, device: torch.device, options: FitOptions = FitOptions()) -> dict:
+    """One run's job: record its resolved settings (config.resolved.yaml), then train it and write its
+    result folder, or measure it where its task trains nothing (`Task.trains`)."""
     out_dir = Path(out_dir)
-    write_yaml(out_dir / "config.resolved.yaml", resolved_config(exp, task, dataset, method, seed))
-    return task.execute(exp, dataset, method, seed, out_dir, device, interrupt_after)
+    write_yaml(out_dir / "config.resolved.yaml", resolved_config(run, task))
+    return train_and_write(run, task, out_dir, device, options) if task.trains else measure_and_write(run, task, out_dir, device)
 
 
-def train_and_write(exp: dict, task, dataset: str, method: str, seed: int, out_dir: Path, device: torch.device,
-                    interrupt_after: int | None = None) -> dict:
+def model_of(run: Run, task) -> Model:
+    """The run's model (encoder and head) sized by its task, its weights drawn from the run's seed."""
+    return build_model(run.model, run.head["head"], run.head.get("params", {}), task.in_dim, task.n_classes, run.seed)
+
+
+def train_and_write(run: Run, task, out_dir: Path, device: torch.device, options: FitOptions = FitOptions()) -> dict:
     """Train one run (`fit`) and write metrics.json and history.csv; the checkpoint goes unless kept."""
-    spec, train_cfg, model_cfg = method_config(exp, dataset, method)
-    missing = [k for k in REQUIRED_TRAIN if k not in train_cfg]
+    missing = [k for k in REQUIRED_TRAIN if k not in run.train]
     if missing:
-        raise ConfigError(f"{exp['paper']}/{exp['artifact']}: train config of {method!r} lacks {missing}; "
-                          f"task {exp['task']['name']!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
-    model = build_model(model_cfg, spec["head"], spec.get("params", {}), task.in_dim, task.n_classes, seed)
-    res = fit(model, task, train_cfg, out_dir, seed, device, interrupt_after,
-              spec=run_spec(exp, dataset, method, seed))
-    metrics = run_metrics(res, task.n_classes, run_record(exp, dataset, method, seed, device))
+        raise ConfigError(f"{run.exp['paper']}/{run.exp['artifact']}: train config of {run.method!r} lacks {missing}; "
+                          f"task {run.task!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
+    model = model_of(run, task)
+    res = fit(model, task, run.train, out_dir, run.seed, device, options, spec=run.spec)
+    metrics = run_metrics(res, task.n_classes, run_record(run, device))
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
     (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record
     if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
         raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
+    return metrics
+
+
+def measure_and_write(run: Run, task, out_dir: Path, device: torch.device) -> dict:
+    """A measurement task's job: `task.measure(method spec, seed)`, then a result folder (metrics.json,
+    history.csv with one row per measured value) like a training run's."""
+    LOG.info("%s measures %s (a measurement: nothing is trained, so no epochs)", run.label, run.task)
+    t0 = time.perf_counter()
+    values = task.measure(run.head, run.seed)
+    wall = time.perf_counter() - t0
+    LOG.info("%s measured in %.1f s: %s", run.label, wall, format_values(values))
+    metrics = {"metrics": values, "wall_time_s": wall, **run_record(run, device)}
+    write_text(out_dir / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
+    write_json(out_dir / "metrics.json", metrics)
     return metrics

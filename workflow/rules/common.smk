@@ -8,11 +8,10 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment
-from xcbench.runspec import run_spec, spec_hash
 from xcbench.checks import check_experiment
 from xcbench.data.fetch import manual_steps
 from xcbench.io import write_yaml
-from xcbench.reporting.collect import expected_runs, run_location
+from xcbench.run import expected_runs, make_run, run_location
 
 validate(config, schema=str(SCHEMAS / "config.schema.yaml"))
 
@@ -132,7 +131,7 @@ def features_file(exp, dataset):
 
 def train_inputs(w):
     """A run's data; its settings enter through `run_spec_hash` (params), not the experiment file, so
-    editing notes, captions or literature rows never retrains (checkpoint.run_spec)."""
+    editing notes, captions or literature rows never retrains (run.Run.spec)."""
     out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz"}
     features = features_file(experiment(w.paper, w.artifact, w.scale), w.dataset)
     if features:
@@ -141,7 +140,7 @@ def train_inputs(w):
 
 
 def run_spec_hash(w):
-    return spec_hash(run_spec(experiment(w.paper, w.artifact, w.scale), w.dataset, w.method, int(w.seed)))
+    return make_run(experiment(w.paper, w.artifact, w.scale), w.dataset, w.method, int(w.seed)).hash
 
 
 def names_of_kind(kind):

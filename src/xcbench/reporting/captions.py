@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import inspect
 
-from xcbench.reporting.collect import expected_runs
 from xcbench.reporting.labels import method_label, pretty
+from xcbench.run import expected_runs
 from xcbench.runspec import encoder_config
 from xcbench.schedules import Plateau
 

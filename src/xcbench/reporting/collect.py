@@ -3,78 +3,12 @@ and aggregate over seeds: mean, sample standard deviation and the number of seed
 
 from __future__ import annotations
 
-import functools
-import re
 import statistics
 from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, read_yaml
-from xcbench.runspec import run_spec, spec_hash
-
-
-def _identity(spec: dict) -> str:
-    """What a run computes, whatever its artifact and method key are called."""
-    return spec_hash({k: v for k, v in spec.items() if k not in ("artifact", "method")})
-
-
-def _order(exp: dict) -> tuple:
-    """Tables train before figures, then artifacts in natural order (table4 < table10)."""
-    name = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", exp["artifact"])]
-    return exp.get("render", {}).get("kind") != "table", name
-
-
-@functools.lru_cache(maxsize=64)
-def _trainers(folder: str, scale: str, stamp: tuple) -> dict[str, tuple[str, str]]:
-    exps = [resolve_experiment(load_experiment(f), scale, check_libraries=False)  # where a run lives: not what is installed
-            for f in sorted(Path(folder).glob("*.yaml"))]
-    owners: dict[str, tuple[str, str]] = {}
-    for exp in sorted((e for e in exps if "runs_of" not in e), key=_order):
-        for d, m, s in expected_runs(exp):
-            owners.setdefault(_identity(run_spec(exp, d, m, s)), (exp["artifact"], m))
-    return owners
-
-
-def trainers(folder: str | Path, scale: str) -> dict[str, tuple[str, str]]:
-    """{run identity: (artifact, method key) of the run that trains it} for one paper's folder at a
-    scale: runs of equal settings in several artifacts (a sweep's point that a table also shows) train
-    once, under the first table that has them (cached until a file of the folder changes)."""
-    files = sorted(Path(folder).glob("*.yaml"))
-    return _trainers(str(folder), scale, tuple((str(f), f.stat().st_mtime_ns) for f in files))
-
-
-def run_location(exp: dict, dataset: str, method: str, seed: int) -> tuple[str, str]:
-    """(artifact, method key) of the run that one (dataset, method, seed) of this experiment reads:
-    the run of identical settings (runspec.run_spec, names aside) that trains first in the paper's
-    folder (`trainers`), else its own (a `runs_of` view: its owner's)."""
-    own = (exp.get("runs_of", exp["artifact"]), method)
-    if "source" not in exp:  # an experiment built in code, not loaded from a folder
-        return own
-    return trainers(Path(exp["source"]).parent, exp["scale"]).get(_identity(run_spec(exp, dataset, method, seed)), own)
-
-
-def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Path:
-    """Runs live under the artifact that trains them (`run_location`)."""
-    owner, key = run_location(exp, dataset, method, seed)
-    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / key / f"seed{seed}"
-
-
-def expected_runs(exp: dict) -> list[tuple[str, str, int]]:
-    """(dataset, method, seed) of every run; a method with `datasets: [...]` runs on those only."""
-    return [(d, m, s) for d in exp["datasets"] for m, spec in exp["methods"].items()
-            if d in spec.get("datasets", exp["datasets"]) for s in exp["seeds"]]
-
-
-def view_runs(path: str | Path, scale: str) -> set[tuple[str, str, int]]:
-    """(dataset, method, seed) that the views of one experiment file (`runs_of` it, same folder) ask of it
-    beyond its own runs: a view may add seeds of its owner's runs (table2_seeds), which the owner then trains
-    under its folder (the DAG's train rule names the owner's file)."""
-    path = Path(path)
-    out = set()
-    for f in sorted(path.parent.glob("*.yaml")):
-        if f != path and (read_yaml(f) or {}).get("runs_of") == path.stem:
-            out |= set(expected_runs(resolve_experiment(load_experiment(f), scale, check_libraries=False)))
-    return out
+from xcbench.run import expected_runs, run_dir
 
 
 def collect(results: str | Path, exp: dict) -> list[dict]:

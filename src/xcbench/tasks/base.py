@@ -10,9 +10,8 @@
       .probe_batch()                       a fixed (x, y) batch for the heads' per-epoch metrics
       .evaluate(model, split)              {metric name: value} on "val" or "test"
       .eval_splits, .eval_at_start         what the loop evaluates per epoch (and before the first)
-      .execute(...)                        what the DAG's train job does: train and write the result
-                                           folder (train.train_and_write); measurement tasks
-                                           (tasks/probes.py, `trains = False`) measure instead
+      .trains                              False for a measurement (tasks/probes.py): the job calls
+                                           `.measure(method spec, seed)` instead of training (train.execute)
 """
 
 from __future__ import annotations
@@ -79,12 +78,6 @@ class Task:
     def evaluate(self, model: torch.nn.Module, split: str) -> dict[str, float]:
         raise NotImplementedError
 
-    def execute(self, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device,
-                interrupt_after: int | None = None) -> dict:
-        from xcbench.train import train_and_write
-
-        return train_and_write(exp, self, dataset, method, seed, out_dir, device, interrupt_after)
-
 
 def make_task(exp: dict, entry: dict, processed: str, features: str | None, device: torch.device, seed: int,
               source: str = "experiment", dataset: str | None = None) -> Task:
@@ -92,7 +85,17 @@ def make_task(exp: dict, entry: dict, processed: str, features: str | None, devi
     `per_dataset: {<dataset>: {task: {name, params}}}` entry overrides them (e.g. a sequence length),
     or names another task for that dataset (a language-model column in a face-identification table),
     whose params then start from that entry's alone."""
-    name, params = task_config(exp, dataset)
+    return build_task(*task_config(exp, dataset), entry, processed, features, device, seed, source)
+
+
+def task_of(run, entry: dict, processed: str, features: str | None, device: torch.device,
+            source: str = "experiment") -> Task:
+    """The task of a run (run.Run), from the task settings the run resolved."""
+    return build_task(run.task, run.task_params, entry, processed, features, device, run.seed, source)
+
+
+def build_task(name: str, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
+               seed: int, source: str) -> Task:
     cls = TASKS.get(name)
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 

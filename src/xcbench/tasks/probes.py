@@ -1,7 +1,7 @@
 """Measurements that train nothing (RF-softmax Tables 1 and 2), run as DAG jobs like training runs.
 
-A probe is a task kind of its own (`trains = False`, no `train:` in its experiment): its `execute`
-calls `measure(spec, seed) -> {metric: value}` and writes the result folder (metrics.json,
+A probe is a task kind of its own (`trains = False`, no `train:` in its experiment): its job
+(train.execute) calls `measure(spec, seed) -> {metric: value}` and writes the result folder (metrics.json,
 history.csv, config.resolved.yaml) like a training run's, so tables render from cached results in
 the same way.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
@@ -77,29 +76,6 @@ class Probe(Task):
 
     def measure(self, spec: dict, seed: int) -> dict:
         raise NotImplementedError
-
-    def execute(self, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device,
-                interrupt_after: int | None = None) -> dict:
-        return write_measurement(self, exp, dataset, method, seed, out_dir, device)
-
-
-def write_measurement(task, exp: dict, dataset: str, method: str, seed: int, out_dir, device: torch.device) -> dict:
-    """What a measurement task's DAG job does: `task.measure(spec, seed)`, then the result folder
-    (metrics.json, history.csv) like a training run's."""
-    from xcbench.io import write_json, write_text
-    from xcbench.records import LOG, format_values, history_csv, run_record
-
-    label = f"{dataset}/{method}"
-    LOG.info("%s measures %s (a measurement: nothing is trained, so no epochs)", label, exp["task"]["name"])
-    t0 = time.perf_counter()
-    values = task.measure(exp["methods"][method], seed)
-    wall = time.perf_counter() - t0
-    LOG.info("%s measured in %.1f s: %s", label, wall, format_values(values))
-    metrics = {"metrics": values, "wall_time_s": wall,
-               **run_record(exp, dataset, method, seed, device)}
-    write_text(Path(out_dir) / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
-    write_json(Path(out_dir) / "metrics.json", metrics)
-    return metrics
 
 
 @TASKS.register("kernel_mse")

@@ -134,11 +134,6 @@ class SeqRecStats(SeqRecTask):
     trains = False
     eval_splits: tuple[str, ...] = ()
 
-    def execute(self, exp, dataset, method, seed, out_dir, device, interrupt_after=None):
-        from xcbench.tasks.probes import write_measurement
-
-        return write_measurement(self, exp, dataset, method, seed, out_dir, device)
-
     def measure(self, spec: dict, seed: int) -> dict:
         lengths = [len(s) for s in self.seqs]
         return {"users": float(self.info["n_users"]), "items": float(self.n_classes),
