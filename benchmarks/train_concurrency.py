@@ -13,7 +13,7 @@ same call. The timed windows overlap when `--steps` is long against the processe
     python benchmarks/train_concurrency.py --experiment config/experiments/midx/table4.yaml \\
         --dataset wikitext-2 --processed data/processed/wikitext-2/dataset.npz --method tf_midx_pq
 
-Writes benchmarks/out/train_concurrency.{json,md} (or --name).
+Writes benchmarks/out/<name>.{json,md} (--name, default train_concurrency; the H100 run: benchmarks/out/train_concurrency_cuda.md).
 """
 
 from __future__ import annotations

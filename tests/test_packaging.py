@@ -32,12 +32,12 @@ def test_core_needs_neither_snakemake_nor_matplotlib():
 
 
 def test_ruff_is_clean():
-    """The linter configured in pyproject.toml ([tool.ruff]) passes on src/, tests/ and benchmarks/."""
+    """The linter configured in pyproject.toml ([tool.ruff]) passes on src/, tests/, benchmarks/ and studies/."""
     import shutil
     import subprocess
 
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (pip install -e '.[test]')")
-    r = subprocess.run([ruff, "check", "src", "tests", "benchmarks"], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run([ruff, "check", "src", "tests", "benchmarks", "studies"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:]

@@ -17,7 +17,7 @@ benchmarks/profile_step.py).
 gathered; bfloat16 products) and re-scores only the k Q best of it from the float32 rows. With k = 4 at
 10^6 the selections' precision is the exact re-rank's to 3 digits at 15 and 31 rounds, at 0.75 / 0.71 of
 its time; 23 rounds reach 0.82 at 0.43 of exact top-k's time (0.75 at 0.28 with 15), and a training step
-with 15 rounds is 1.4x faster than with the exact re-rank (benchmarks/out/hf_prefilter.md).
+with 15 rounds is 1.4x faster than with the exact re-rank (studies/hf_prefilter/out/hf_prefilter.md).
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ large-K batch then carry almost no information, and any method separates the cla
 means the features carry little identity. Also reported: the mean cosine of a sample to its own
 centre and to its nearest other centre. The experiment files state which point they use and why.
 
-    python benchmarks/faces_regime.py --ids 40000 --dim 128
-    python benchmarks/faces_regime.py --ids 360232 --dim 512 --train 10 --latent 24 32 --sigma 0.7 \
+    python studies/faces_regime/faces_regime.py --ids 40000 --dim 128
+    python studies/faces_regime/faces_regime.py --ids 360232 --dim 512 --train 10 --latent 24 32 --sigma 0.7 \
         --queries 5000 --name faces_regime_360k
-Writes benchmarks/out/<name>.{json,md} (default faces_regime).
+Writes studies/faces_regime/out/<name>.{json,md} (default faces_regime).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def main() -> None:
     p.add_argument("--latent", type=int, nargs="*", default=[16, 24, 64])
     p.add_argument("--sigma", type=float, nargs="*", default=[0.35, 0.7, 1.0])
     p.add_argument("--queries", type=int, default=10 ** 9, help="held-out samples scored (default: one per identity)")
-    p.add_argument("--name", default="faces_regime", help="output file stem in benchmarks/out/")
+    p.add_argument("--name", default="faces_regime", help="output file stem in studies/faces_regime/out/")
     a = p.parse_args()
     rows = []
     for r in a.latent:

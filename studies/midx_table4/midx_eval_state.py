@@ -12,10 +12,10 @@ uses) and scores the same model both ways:
 
 The zero-state test perplexity must equal the run's own (its metrics.json in results/ or the kept tree) where
 the run has ended (a finished run deletes its checkpoint: pass a copy in a folder .../<method>/seed0);
-that column checks that the weights loaded are the ones tested. Writes benchmarks/out/midx_eval_state.{json,md}.
+that column checks that the weights loaded are the ones tested. Writes studies/midx_table4/out/midx_eval_state.{json,md}.
 About a minute per run on one thread.
 
-    python benchmarks/midx_eval_state.py --processed data/processed/ptb/dataset.npz \
+    python studies/midx_table4/midx_eval_state.py --processed data/processed/ptb/dataset.npz \
         results/paper/midx/table4/ptb/lstm_full/seed0 ...
 """
 

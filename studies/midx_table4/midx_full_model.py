@@ -6,9 +6,9 @@ to its input table (Press & Wolf 2017). This script trains the full softmax,
 loss = -log softmax(h C^T)_y, under Table 4's exact paper protocol (SGD lr 20, batch 20, clip 0.25,
 zero-state windows of 35 tokens in training and evaluation) for a few epochs at constant lr with
 each model, side by side, and writes the validation perplexity after every epoch to
-benchmarks/out/midx_full_model.{json,md}. About 4 CPU-minutes per epoch and model on one thread.
+studies/midx_table4/out/midx_full_model.{json,md}. About 4 CPU-minutes per epoch and model on one thread.
 
-    python benchmarks/midx_full_model.py --processed data/processed/ptb/dataset.npz --epochs 3
+    python studies/midx_table4/midx_full_model.py --processed data/processed/ptb/dataset.npz --epochs 3
 """
 
 from __future__ import annotations

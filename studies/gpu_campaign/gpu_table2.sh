@@ -5,7 +5,7 @@
 # rate of MIDX Table 4 (planning its GPU runs). Outputs in $OUT (the device tool's folder): train_step_*.{json,md},
 # table2_epochs_full.tgz (the run folder; unpack into results/paper/class_selection/table2_epochs/
 # synthetic-faces-87k/), full.log. Carry data/processed/{synthetic-faces-87k,wikitext-2} and .whl.
-#   BUDGET=560 bash benchmarks/gpu_table2.sh
+#   BUDGET=560 bash studies/gpu_campaign/gpu_table2.sh
 set -u
 BUDGET=${BUDGET:-560}
 . benchmarks/gpu_env.sh

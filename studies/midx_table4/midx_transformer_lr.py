@@ -2,7 +2,7 @@
 
 Table 4's paper setting trains every model with the PyTorch word-language-model recipe (SGD on the
 mean token loss, lr 20, batch 20, global norm clipped to 0.25), measured for the LSTM
-(benchmarks/midx_protocols.py). This script runs the paper scale's Transformer (2 layers, 4 heads,
+(studies/midx_table4/midx_protocols.py). This script runs the paper scale's Transformer (2 layers, 4 heads,
 feed-forward 1,024, embedding 200, dropout 0.5) on PTB at several learning rates, under that SGD
 recipe or Adam (`--optimizer adam`: the reference code's optimiser, at the recipe's batch 20), with
 untied or tied (`--tie`: the reference code's model) class embeddings, with our pre-norm blocks or
@@ -17,12 +17,12 @@ which rates do. About 4 CPU-minutes per epoch and run for Uniform on one thread 
 Each call adds its rows to the saved table (a rerun of the same method, optimiser, lr, tying and blocks
 replaces its row).
 
-    python benchmarks/midx_transformer_lr.py --processed data/processed/ptb/dataset.npz \
+    python studies/midx_table4/midx_transformer_lr.py --processed data/processed/ptb/dataset.npz \
         --methods tf_uniform --lrs 20 5 1 --epochs 3
-    python benchmarks/midx_transformer_lr.py --methods tf_full --optimizer adam --lrs 1e-3
-    python benchmarks/midx_transformer_lr.py --methods tf_full --lrs 5 --tie
-    python benchmarks/midx_transformer_lr.py --methods tf_full --lrs 5 --tie --encoder transformer_lm_post
-Writes benchmarks/out/midx_transformer_lr.{json,md}.
+    python studies/midx_table4/midx_transformer_lr.py --methods tf_full --optimizer adam --lrs 1e-3
+    python studies/midx_table4/midx_transformer_lr.py --methods tf_full --lrs 5 --tie
+    python studies/midx_table4/midx_transformer_lr.py --methods tf_full --lrs 5 --tie --encoder transformer_lm_post
+Writes studies/midx_table4/out/midx_transformer_lr.{json,md}.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def table(rows: list[dict]) -> str:
              "mean token loss or Adam, batch 20, gradient norm clipped to 0.25, constant learning rate; `correct: both`; zero-state "
              "evaluation windows of 35 tokens. Blocks: `transformer_lm` (pre-norm, ReLU, final LayerNorm; ours) or `transformer_lm_post` "
              "(the reference code's: post-norm, GELU, dropout on the output). One thread per run, 2-core CPU "
-             "(benchmarks/midx_transformer_lr.py).",
+             "(studies/midx_table4/midx_transformer_lr.py).",
              "", f"| method | optimiser | lr | class embeddings | blocks | {head} | seconds / epoch | note |",
              "|---|---|---|---|---|" + "---|" * (epochs + 1) + "---|---|"]
     for r in rows:

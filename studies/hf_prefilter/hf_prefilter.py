@@ -10,8 +10,8 @@ table gives the medians over all rounds. Data: selector_bench's cluster mixture 
 d = 256, M = 1%). Precision: the share of each query's exact top-q negatives (q = M / B) in its own
 selection (selector_bench's measure).
 
-    python benchmarks/hf_prefilter.py            # about 6 minutes on 2 cores
-Writes benchmarks/out/hf_prefilter.{json,md}.
+    python studies/hf_prefilter/hf_prefilter.py            # about 6 minutes on 2 cores
+Writes studies/hf_prefilter/out/hf_prefilter.{json,md}.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ import json
 import math
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
-from selector_bench import mixture, per_example_mask
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # selector_bench's data and measure
+from selector_bench import mixture, per_example_mask  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SETTINGS = ((15, 0, 1), (15, 4, 1), (23, 0, 1), (23, 4, 1), (15, 4, 5), (16, 4, 8), (20, 4, 10))  # (probe, prefilter k, probe_width)
@@ -100,7 +103,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     (OUT / "hf_prefilter.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [f"# HF's bfloat16 first pass and wide rounds at n = {n:,} ({meta['threads']} CPU threads, {meta['machine']}; "
-             "benchmarks/hf_prefilter.py)", "",
+             "studies/hf_prefilter/hf_prefilter.py)", "",
              f"One forest (10 trees, leaf 64, response re-rank), B = {B}, d = {d}, M = {n // 100:,}; settings in turn, "
              f"{a.rounds} rounds of {a.repeats} timings each, medians. Full softmax step: {f:.3f} s.", "",
              "| probe rounds | probe_width | prefilter | precision | selection (s) | step (s) | step speed-up vs full |",

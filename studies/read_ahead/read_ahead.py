@@ -4,9 +4,9 @@ each setting runs in its own process).
 
 Rows of the 87K-identity set (data/faces.py, 512 a batch, random indices) are generated for `--batches`
 batches through `read_ahead` with 0 (inline), 1, 2, 4 and 8 threads; nothing else runs, so the number is
-the most a training loop could draw. Writes benchmarks/out/<name>.{json,md}.
+the most a training loop could draw. Writes studies/read_ahead/out/<name>.{json,md}.
 
-    python benchmarks/read_ahead.py --name read_ahead
+    python studies/read_ahead/read_ahead.py --name read_ahead
 """
 
 from __future__ import annotations

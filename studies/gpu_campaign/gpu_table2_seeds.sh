@@ -9,8 +9,8 @@
 # 73 ms a step on an H100, ~10 min an epoch) does not fit a lease beside other runs, HF-A does (392 s an epoch beside
 # HF); a cut run cannot go on elsewhere (an 87K run's checkpoint, weights and Adam's moments, is 341 MiB: too large to
 # come back from a lease), so train HF on a CPU core.
-#   BUDGET=540 bash benchmarks/gpu_table2_seeds.sh
-#   SEED=2 METHODS="full random_1 optimal_1" BUDGET=480 CUDA_TESTS=1 bash benchmarks/gpu_table2_seeds.sh
+#   BUDGET=540 bash studies/gpu_campaign/gpu_table2_seeds.sh
+#   SEED=2 METHODS="full random_1 optimal_1" BUDGET=480 CUDA_TESTS=1 bash studies/gpu_campaign/gpu_table2_seeds.sh
 set -u
 BUDGET=${BUDGET:-540}
 . benchmarks/gpu_env.sh

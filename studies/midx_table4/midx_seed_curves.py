@@ -2,11 +2,11 @@
 only from their training logs (`xcbench train`'s per-epoch lines), e.g. runs on a lent GPU that were cut
 before they wrote metrics. Trains nothing.
 
-    python benchmarks/midx_seed_curves.py --kept reference/paper-cpu/results/paper/midx/table4/ptb/lstm_midx_{pq,rq}/seed0 \
-        --logs benchmarks/out/gpu_midx_seed1_lstm_midx_{pq,rq}.log --about "seed 1, H200" "seed 1, H200" \
+    python studies/midx_table4/midx_seed_curves.py --kept reference/paper-cpu/results/paper/midx/table4/ptb/lstm_midx_{pq,rq}/seed0 \
+        --logs studies/midx_table4/out/gpu_midx_seed1_lstm_midx_{pq,rq}.log --about "seed 1, H200" "seed 1, H200" \
         --name midx_seed_curves
 
-Writes benchmarks/out/<name>.{json,md}: per epoch each run's validation perplexity, and per run its best
+Writes studies/midx_table4/out/<name>.{json,md}: per epoch each run's validation perplexity, and per run its best
 epoch so far and the epoch it reached.
 """
 
@@ -54,7 +54,7 @@ def main() -> None:
     runs = [from_history(d) for d in a.kept] + [from_log(f, ab) for f, ab in zip(a.logs, a.about + [""] * len(a.logs))]
     last = sorted({max(c) for _, c, _ in runs})
     epochs = sorted({e for _, c, _ in runs for e in c if e == 1 or e % a.every == 0} | set(last))
-    lines = ["# Validation perplexity per epoch (benchmarks/midx_seed_curves.py)", ""]
+    lines = ["# Validation perplexity per epoch (studies/midx_table4/midx_seed_curves.py)", ""]
     lines += [f"- {name}: {about}; best {min(c.values()):.1f} at epoch {min(c, key=c.get)} of {max(c)}"
               for name, c, about in runs]
     lines += ["", "| epoch | " + " | ".join(n for n, _, _ in runs) + " |", "|---" * (len(runs) + 1) + "|"]

@@ -10,10 +10,10 @@ code's loss) and each training protocol:
 - `ref_lstm_yaml`: the reference's LSTM file taken literally: Adam with lr 1 and batch 20.
 Full softmax runs under each protocol as the yardstick. Every run uses the paper scale's model (LSTM
 2 x 128, embedding 200, dropout 0.5) on the whole PTB training text. Writes the validation perplexity
-after every epoch to benchmarks/out/midx_protocols.{json,md}. About 25 CPU-minutes per protocol on
+after every epoch to studies/midx_table4/out/midx_protocols.{json,md}. About 25 CPU-minutes per protocol on
 one thread; `--jobs 2` runs two at once.
 
-    python benchmarks/midx_protocols.py --processed data/processed/ptb/dataset.npz --epochs 3 --jobs 2
+    python studies/midx_table4/midx_protocols.py --processed data/processed/ptb/dataset.npz --epochs 3 --jobs 2
 """
 
 from __future__ import annotations
