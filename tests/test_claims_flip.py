@@ -48,8 +48,28 @@ def test_each_claim_flips_when_one_number_crosses_its_threshold(paper, claim):
     verdicts = []
     for left in (good, bad):
         rows = KINDS["compare"](claim, exp, _recs(claim, exp, datasets, left, right), exp["scale"], None)
-        verdicts.append({r["verdict"].split(" (")[0] for r in rows if r["dataset"] in datasets})
-    assert verdicts == [{"held"}, {"not held"}], verdicts
+        verdicts.append({r["verdict"].split(" (")[0].split(":")[0] for r in rows if r["dataset"] in datasets})
+    one_seed = claim.get("beyond_seed_noise") and len(exp["seeds"]) < 2  # a margin with no spread to weigh it by
+    assert verdicts == [{"not testable" if one_seed else "held"}, {"not held"}], verdicts
+
+
+def test_a_large_margin_claim_holds_only_beyond_the_seeds_noise():
+    """`beyond_seed_noise`: paired over seeds, every difference of the claimed sign and the mean beyond two
+    standard errors; one seed cannot say; means that fail stay 'not held'."""
+    c = {"id": "x", "text": "t", "artifact": "a", "left": {"method": "hf", "metric": "acc"}, "op": ">",
+         "right": {"methods": ["r", "p"], "metric": "acc", "reduce": "max"}, "beyond_seed_noise": True}
+    exp = {"datasets": ["d"], "seeds": [0, 1, 2], "methods": {"hf": {}, "r": {}, "p": {}}}
+
+    def verdict(hf, r, p):
+        recs = [{"dataset": "d", "method": m, "seed": k, "metrics": {"acc": v}}
+                for m, vals in (("hf", hf), ("r", r), ("p", p)) for k, v in enumerate(vals)]
+        return KINDS["compare"](c, exp, recs, "paper", None)[0]["verdict"]
+
+    assert verdict([0.70, 0.71, 0.70], [0.65, 0.66, 0.64], [0.60, 0.61, 0.60]) == "held"
+    assert verdict([0.7025, 0.710, 0.703], [0.692, 0.7105, 0.70], [0.70, 0.70, 0.70]).startswith("not held: within")
+    assert verdict([0.701, 0.72, 0.701], [0.70, 0.70, 0.70], [0.60, 0.60, 0.60]).startswith("not held: within")  # < 2 SE
+    assert verdict([0.70], [0.65], [0.60]).startswith("not testable: one seed")
+    assert verdict([0.60, 0.60, 0.60], [0.65, 0.66, 0.64], [0.6, 0.6, 0.6]) == "not held"
 
 
 def test_a_first_vs_final_claim_on_one_epoch_runs_is_not_testable():

@@ -398,3 +398,18 @@ def test_claims_markdown_counts_claims_apart_from_setup_checks():
     md = claims_markdown({"title": "t", "scale": "paper", "rows": rows})
     assert "1/4 claims of the paper held (1 not held, 1 partial, 1 not testable)." in md
     assert md.index("## Checks of the setup") < md.rindex("**not held**")
+
+
+def test_captions_name_the_machine_of_each_run():
+    """One machine is named once; runs of one artifact on several machines are listed per machine (a kept
+    tree mixing a lent GPU's runs with CPU runs), methods sharing a label by their keys."""
+    from xcbench.reporting.captions import machines
+
+    exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {"full": {"label": "Full"}, "a_u": {"label": "U"},
+                                                            "b_u": {"label": "U"}}}
+    rec = lambda m, s, dev: {"dataset": "d", "method": m, "seed": s, "device_name": dev}  # noqa: E731
+    assert machines(exp, [rec("full", 0, "AMD EPYC (1 threads)")]) == "Ran on AMD EPYC (1 thread)."
+    mixed = machines(exp, [rec("full", 0, "NVIDIA H100"), rec("full", 1, "AMD EPYC (1 threads)"),
+                           rec("a_u", 0, "AMD EPYC (1 threads)"), rec("b_u", 1, "NVIDIA H100")])
+    assert mixed == "Ran on: AMD EPYC (1 thread): Full (seed 1), a_u (seed 0); NVIDIA H100: Full (seed 0), b_u (seed 1)."
+    assert machines(exp, []) == ""

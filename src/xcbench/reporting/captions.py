@@ -130,6 +130,27 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
     return " ".join(parts)
 
 
+def machines(exp: dict, recs: list[dict] | None) -> str:
+    """Where the shown runs ran (each run's recorded CPU model and threads, or GPU): one machine named once,
+    several with the runs of each."""
+    by: dict[str, dict[str, list]] = {}
+    labels = {m: method_label(exp, m) for m in exp["methods"]}
+    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}  # LSTM and Transformer rows
+    for r in recs or []:
+        name = str(r.get("device_name") or r.get("device") or "unrecorded").replace("(1 threads)", "(1 thread)")
+        label = labels.get(r["method"], r["method"])
+        who = (r["method"] if label in shared else label) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
+        by.setdefault(name, {}).setdefault(who, []).append(r.get("seed"))
+    if len(by) < 2:
+        return f"Ran on {next(iter(by))}." if by else ""
+    many = len(exp.get("seeds", [])) > 1
+
+    def runs(found: dict) -> str:
+        return ", ".join(k + (f" (seed{'s' * (len(v) > 1)} {', '.join(map(str, sorted(v, key=str)))})" if many else "")
+                         for k, v in found.items())
+    return "Ran on: " + "; ".join(f"{name}: {runs(found)}" for name, found in sorted(by.items())) + "."
+
+
 def _trains(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None, cfg: dict) -> bool:
     """Whether the shown runs trained (a probe measures: no encoder or optimizer to state). When every
     run recorded its settings, from them (records.resolved_config writes a probe's `train` as {}), so a
@@ -158,7 +179,7 @@ def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = No
 
 def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
     parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue, recs),
-             run_status(exp, recs)]
+             run_status(exp, recs), machines(exp, recs)]
     if exp.get("unavailable"):
         parts.append("Not run here: " + "; ".join(exp["unavailable"].values()) + ".")
     subs = substitutions(exp, catalogue)

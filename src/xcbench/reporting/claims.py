@@ -11,6 +11,10 @@ dataset whose runs exist but do not report the claim's metric (a text column bes
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
 "not held (at the <scale> scale: text)".
+A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", "clearly") holds only when the
+margin is larger than the seeds move it: the per-seed differences left_s - (factor * right_s + offset), paired
+over the seeds both sides ran, must all have the claimed sign and their mean must exceed twice its standard error;
+with one seed there is no spread to compare with ("not testable: one seed", unless the means already fail).
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
 (MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all".
@@ -18,7 +22,9 @@ datasets instead: the largest relative gain left / right - 1 falls on the datase
 
 from __future__ import annotations
 
+import math
 import operator
+import statistics
 from pathlib import Path
 
 from xcbench.config import validate
@@ -67,6 +73,32 @@ def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = Non
     return REDUCE[side.get("reduce", "min")](vals) if vals else None
 
 
+def _per_seed(side: dict, recs: list[dict], dataset: str, exp: dict) -> dict:
+    """{seed: the side's value} over the seeds every one of its methods ran (reduced as `_side`)."""
+    d, by_seed = side.get("dataset", dataset), {}
+    methods = side_methods(side, exp)
+    for m in methods:
+        for r in recs:
+            v = r["metrics"].get(side["metric"]) if r["dataset"] == d and r["method"] == m else None
+            if isinstance(v, (int, float)):
+                by_seed.setdefault(r.get("seed"), {})[m] = float(v)
+    return {s: REDUCE[side.get("reduce", "min")](v.values()) for s, v in by_seed.items() if len(v) == len(methods)}
+
+
+def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bool | None, str]:
+    """(held, how) of `beyond_seed_noise`: the claimed side of every paired per-seed difference, and its mean
+    beyond two standard errors; None with one paired seed (no spread to compare the margin with)."""
+    factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
+    lv, rv = _per_seed(c["left"], recs, dataset, exp), _per_seed(c["right"], recs, dataset, exp)
+    sign = 1.0 if c["op"] in (">", ">=") else -1.0
+    diffs = [sign * (lv[s] - (factor * rv[s] + offset)) for s in sorted(set(lv) & set(rv), key=str)]
+    if len(diffs) < 2:
+        return None, f"{len(diffs)} paired seed"
+    mean, se = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
+    how = f"paired margin {mean:+.4g} over {len(diffs)} seeds, 2 SE {2 * se:.2g}, smallest {min(diffs):+.4g}"
+    return min(diffs) > 0 and mean > 2 * se, how
+
+
 def _describe(side: dict, exp: dict) -> str:
     labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
@@ -105,10 +137,16 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             verdict, ours = "not testable: one epoch trained, so its first and final epochs are the same", "–"
         else:
             verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
+            noise = beyond_seeds(c, recs, d, exp) if c.get("beyond_seed_noise") and verdict == "held" else None
+            if noise is not None:
+                ok, how = noise
+                verdict = ("not testable: one seed, no spread to compare the margin with" if ok is None
+                           else "held" if ok else "not held: within the seeds' noise")
             if missing:  # evaluated over the runs present: say which are absent
                 verdict = f"{verdict}, partial: no run of {', '.join(missing)}"
             ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
-                    + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
+                    + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "")
+                    + (f"; {noise[1]}" if noise is not None and noise[0] is not None else ""))
         rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
     return rows
 
