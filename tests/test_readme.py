@@ -40,7 +40,7 @@ def test_readme_headline_rows_are_the_kept_trees_claims():
     region = text.split(HEADLINE_START, 1)[1].split(HEADLINE_END, 1)[0]
     kept = sorted((REPO / "reference" / "paper-cpu" / "figures").glob("*/claims.json"))
     assert region.strip() == headlines_markdown(kept).strip()
-    assert region.count("\n|") >= 2, "no headline row: mark claims `headline: true` and rerender"
+    assert region.count("\n|") >= 2, "no headline row: quote the abstract in claims (`abstract:`) and rerender"
 
 
 def test_readme_is_a_front_page_whose_tables_render():

@@ -103,6 +103,21 @@ def test_sox_gamma_follows_the_reference_cosine_schedule():
     assert SOX(0.2, schedule="constant").gamma == 0.2
 
 
+def test_a_shorter_run_follows_the_first_epochs_of_the_papers_schedules():
+    """`schedule_epochs` (the dual's) and `cosine: {epochs}` (W's learning rate) keep a schedule's length: epoch 3
+    of a 4-epoch run set to an 8-epoch schedule gets the 8-epoch values, not the compressed ones."""
+    from xcbench.schedules import Cosine
+
+    head = MinMinCE(3, 10, torch.Generator().manual_seed(0), dual="sox", dual_params={"gamma": 1e-5}, schedule_epochs=8)
+    head.setup({"n_train": 40, "epochs": 4, "steps_per_epoch": 10, "batch_size": 4})
+    head.on_epoch_start(20, None)
+    ref = SOX(1e-5)
+    ref.set_progress(3, 8)
+    assert head.rule.gamma == pytest.approx(ref.gamma, rel=1e-12) and head.rule.gamma > 0.6
+    assert Cosine(1.0, epochs=8).lr_at(2, 4) == pytest.approx(0.5 * (1 + math.cos(math.pi * 2 / 8)))
+    assert Cosine(1.0).lr_at(2, 4) == pytest.approx(0.5)
+
+
 def test_umax_steps_then_resets_nu_that_fell_more_than_delta_below():
     R = torch.log(torch.tensor([[2.0, 4.0], [2.0, 4.0], [1.0, 1.0]], dtype=torch.float64))   # m = 3, 3, 1
     mask = torch.ones_like(R, dtype=torch.bool)

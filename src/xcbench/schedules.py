@@ -1,6 +1,7 @@
 """LR schedules (SCHEDULES registry): each epoch's learning rate from the base lr.
 
-  constant: lr;   cosine: lr (1 + cos(pi * epoch / epochs)) / 2   (per-epoch cosine decay).
+  constant: lr;   cosine: lr (1 + cos(pi * epoch / T)) / 2   (per-epoch cosine decay; T the run's epochs,
+  or `cosine: {epochs: T}`).
 `Plateau` (schedule: plateau) instead follows a validation metric, as Schultheis & Babbar (2023)
 train: multiply the lr by `factor` after `patience` epochs without an improvement of `min_delta`
 (never below `min_lr`), and stop after `stop_patience` epochs without improvement. `mode` says
@@ -44,8 +45,15 @@ class Constant(Schedule):
 
 @SCHEDULES.register("cosine")
 class Cosine(Schedule):
+    """`train: {cosine: {epochs: T}}` fixes the cosine's length at the paper's T epochs, so that a shorter run
+    (the quick scale) follows the first epochs of the paper's schedule instead of a compressed one."""
+
+    def __init__(self, lr: float, epochs: int | None = None) -> None:
+        super().__init__(lr)
+        self.length = epochs
+
     def lr_at(self, epoch, epochs):
-        return self.base * (0.5 * (1.0 + math.cos(math.pi * epoch / max(1, epochs))))
+        return self.base * (0.5 * (1.0 + math.cos(math.pi * epoch / max(1, self.length or epochs))))
 
 
 @SCHEDULES.register("plateau")

@@ -9,7 +9,8 @@ For a batch of B examples with labels y (the multiset Y_t), features h and class
                                             example's first visit nu_i = logmeanexp_j R_ij instead,
                                             as the reference code does: `nu_init: first_visit`)
     loss = (1/B) sum_i rule.loss(R_i, nu_i)  (nu after or before the update: rule.loss_at_updated)
-The rule's per-epoch schedules (SOX's gamma, the SGD rules' step) advance in `on_epoch_start`.
+The rule's per-epoch schedules (SOX's gamma, the SGD rules' step) advance in `on_epoch_start`, over the
+run's epochs or `schedule_epochs` (the paper's length: a shorter run follows its first epochs).
 `loss_parts["nu_gap"]` (history: train_loss_nu_gap) is the batch mean of logmeanexp_j R_ij - nu_i for
 the nu the loss reads: the log of the total weight the W-gradient gives the negatives (0 = normalised
 like a softmax; large = an un-normalised exponential loss, whose steps grow as e^gap); nu_gap_max is
@@ -39,7 +40,8 @@ class MinMinCE(Head):
     multi_label = False
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, dual: str = "scent",
-                 dual_params: dict | None = None, init_std: float = 0.01, nu_init: str = "first_visit") -> None:
+                 dual_params: dict | None = None, init_std: float = 0.01, nu_init: str = "first_visit",
+                 schedule_epochs: int | None = None) -> None:
         super().__init__(in_dim, n_classes, gen)
         if nu_init not in ("first_visit", "zero"):
             raise ValueError(f"minmin_ce: nu_init must be 'first_visit' or 'zero', got {nu_init!r}")
@@ -49,6 +51,7 @@ class MinMinCE(Head):
         self.register_buffer("nu", torch.zeros(0, dtype=torch.float64))
         self.register_buffer("seen", torch.zeros(0, dtype=torch.bool))
         self.epochs, self.steps_per_epoch, self.batch_size = 1, 1, 2
+        self.schedule_epochs = schedule_epochs  # the dual schedules' length (default: the run's epochs)
 
     def class_embeddings(self) -> nn.Parameter:
         return self.W
@@ -57,7 +60,7 @@ class MinMinCE(Head):
         if self.nu.numel() != stats["n_train"]:
             self.nu = torch.zeros(stats["n_train"], dtype=torch.float64, device=self.W.device)
             self.seen = torch.zeros(stats["n_train"], dtype=torch.bool, device=self.W.device)
-        self.epochs = int(stats.get("epochs", 1))
+        self.epochs = int(self.schedule_epochs or stats.get("epochs", 1))
         self.steps_per_epoch = max(1, int(stats.get("steps_per_epoch", 1)))
         self.batch_size = int(stats.get("batch_size", 2))
 

@@ -10,7 +10,8 @@ or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
 may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
-"not held (at the <scale> scale: text)".
+"not held (at the <scale> scale: text)". Rows of claims quoting the paper's abstract (`abstract:`) and their
+twins are marked `headline` (`headline_ids`: the README's rows).
 A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", "clearly") holds only when the
 margin is larger than the seeds move it: the per-seed differences left_s - (factor * right_s + offset), paired
 over the seeds both sides ran, must all have the claimed sign and their mean must exceed twice its standard error;
@@ -194,6 +195,13 @@ def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> di
             **({"headline": True} if c.get("headline") else {}), **({"setup_check": True} if c.get("check") else {})}
 
 
+def headline_ids(claims: list[dict]) -> set[str]:
+    """The README's headline claims, by rule: every claim that encodes a sentence of the paper's abstract
+    (`abstract:`), and the twins of those (a claim naming one in `twin:`, or named by one)."""
+    ids = {c["id"] for c in claims if c.get("abstract")}
+    return ids | {c["id"] for c in claims if c.get("twin") in ids} | {c["twin"] for c in claims if c["id"] in ids and c.get("twin")}
+
+
 def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, results: str | Path,
                     scale: str, only: set[str] | None = None) -> dict:
     """`only`: check just the claims of these artifacts, and only where their runs are there (a kept
@@ -209,10 +217,11 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             cache[artifact] = exp, collect(results, exp)
         return cache[artifact]
 
-    rows = []
+    rows, headlines = [], headline_ids(spec["claims"])
     for c in spec["claims"]:
         if only is not None and c["artifact"] not in only:
             continue
+        c = {**c, "headline": c["id"] in headlines}
         exp, recs = load(c["artifact"])
         new = KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
         if not new:  # every run is there and none reports the metric: a misspelt metric must not vanish

@@ -67,7 +67,8 @@ HEADLINE_START, HEADLINE_END = "<!-- headlines:start -->", "<!-- headlines:end -
 
 
 def headlines_markdown(claims_json: list[str | Path]) -> str:
-    """The rows of claims marked `headline: true`, paper's number beside ours (README's Results). The verdict
+    """The rows of the headline claims (claims.headline_ids: those quoting the paper's abstract, and their twins),
+    paper's number beside ours (README's Results). The verdict
     column holds the verdict alone; its measured reason stays in the paper's claims.md."""
     from xcbench.reporting.claims import verdict_counts
 
