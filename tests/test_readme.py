@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
@@ -59,3 +60,20 @@ def test_readme_is_a_front_page_whose_tables_render():
     for i, ln in enumerate(lines):
         if ln.startswith("|") and not (i and lines[i - 1].startswith("|")):  # a table's first line
             assert i + 1 < len(lines) and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i + 1]), f"README line {ln!r}"
+
+
+PAGES = sorted(p.relative_to(REPO).as_posix() for p in [*REPO.glob("docs/*.md"), *REPO.glob("studies/**/README.md")])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_doc_tables_render(page):
+    """Every table of the docs and study pages starts with a header and a separator, and ends at a blank line
+    (a blank line inside a table turns its remaining rows into raw text; text right under a table becomes a row)."""
+    import re
+
+    lines = re.sub(r"```.*?```", "", (REPO / page).read_text(), flags=re.S).splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith("|") and not (i and lines[i - 1].startswith("|")):  # a table's first line
+            assert i + 1 < len(lines) and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i + 1]), f"{page}: {ln[:80]!r}"
+        if i and lines[i - 1].startswith("|") and ln.strip() and not ln.startswith("|"):
+            raise AssertionError(f"{page}: text right under a table: {ln[:80]!r}")

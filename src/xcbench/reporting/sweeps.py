@@ -9,7 +9,7 @@ dataset (one in all with `x_key`). `render.baseline: <method>` draws that run's 
 e.g. the full softmax in an accuracy-vs-M figure) as a dashed horizontal line on its dataset's panel.
 `render.by_device: true` (an x measured in time, e.g. ms per step): when the figure's runs come from more than
 one device, each series splits into one line per device ("Optimal (cuda)"), so a GPU run's step time is never
-joined to, or averaged with, a CPU run's.
+joined to, or averaged with, a CPU run's. Points of several seeds carry the seeds' standard deviation of y as a bar.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def _series(exp: dict, m: str) -> str:
 
 
 def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
-                 devices: list[tuple[str, list[dict]]] | None = None) -> list[dict[str, list]]:
+                 devices: list[tuple[str, list[dict]]] | None = None, spread: dict | None = None) -> list[dict[str, list]]:
     """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out. `devices`:
-    `_device_groups`' split of `recs` (computed here when not given)."""
+    `_device_groups`' split of `recs` (computed here when not given). `spread`, when given, receives the seeds'
+    standard deviation of y at each point of several seeds: {(series, x): std}."""
     opts, panels = exp["render"], []
     for datasets in dataset_groups:
         lines: dict[str, list] = {}
@@ -54,6 +55,8 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                         continue
                     series = _series(exp, m) + suffix
                     lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
+                    if spread is not None and y["n"] > 1:
+                        spread[(series, float(x["mean"]))] = y["std"]
         panels.append({k: sorted(v) for k, v in lines.items()})
     return panels
 
@@ -72,7 +75,8 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
     recs = collect(results, exp)
     devices = _device_groups(exp, recs)
-    panels = sweep_points(exp, recs, groups, devices)
+    spread: dict = {}
+    panels = sweep_points(exp, recs, groups, devices, spread)
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
@@ -89,6 +93,10 @@ def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)], color=color,
                     markerfacecolor="none" if k else color)
+            bars = [(x, y, spread[(series, x)]) for x, y in pts if (series, x) in spread]
+            if bars:  # the seeds' spread of y (one standard deviation)
+                ax.errorbar([b[0] for b in bars], [b[1] for b in bars], yerr=[b[2] for b in bars], fmt="none",
+                            ecolor=color, elinewidth=0.8, capsize=2)
         b = _baseline(exp, recs, datasets)
         if b is not None:
             ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
