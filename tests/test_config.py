@@ -119,60 +119,6 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
         resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
 
 
-def test_a_view_may_add_seeds_that_its_owner_trains(tmp_path):
-    """table2_seeds (runs_of fig2, seeds [0, 1]): the view's extra seeds are the owner's runs, in the owner's folder;
-    no other method gets them."""
-    from xcbench.run import expected_runs, run_location, view_runs
-
-    owner = {"paper": "p", "artifact": "own", "title": "t", "task": "multiclass", "seeds": [0], "datasets": ["a"],
-             "render": {"kind": "table", "renderer": "metric_table"}, "model": {"encoder": {"name": "mlp", "hidden": 8}},
-             "methods": {"m1": {"head": "full_softmax"}, "m2": {"head": "full_softmax"}}}
-    _write(tmp_path, "own", owner)
-    _write(tmp_path, "view", {"paper": "p", "artifact": "view", "title": "v", "runs_of": "own", "methods": ["m2"],
-                              "seeds": [0, 1], "render": {"kind": "table", "renderer": "metric_table"}})
-    assert view_runs(tmp_path / "own.yaml", "paper") == {("a", "m2", 0), ("a", "m2", 1)}
-    assert view_runs(tmp_path / "view.yaml", "paper") == set()
-    v = resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
-    v["source"] = str(tmp_path / "view.yaml")
-    assert expected_runs(v) == [("a", "m2", 0), ("a", "m2", 1)] and run_location(v, "a", "m2", 1) == ("own", "m2")
-
-
-def test_runs_of_equal_settings_train_once(tmp_path):
-    """Two artifacts with a run of equal settings (names and labels aside) read one run, the table's;
-    a changed learning rate makes it a run of its own."""
-    from xcbench.run import run_location
-
-    method = {"head": "softmax", "params": {}}
-    common = {"paper": "p", "title": "t", "task": "xmc", "datasets": ["a"], "seeds": [0], "train": {"epochs": 1, "lr": 0.1},
-              "model": {"encoder": {"name": "linear"}}}
-    fig = {**common, "artifact": "fig1", "render": {"kind": "figure", "renderer": "sweep"},
-           "methods": {"full_point": {**method, "label": "x", "x": 1}}}
-    _write(tmp_path, "fig1", fig)
-    _write(tmp_path, "table2", {**common, "artifact": "table2", "render": {"kind": "table", "renderer": "metric_table"},
-                                "methods": {"full": method}})
-    exp = resolve_experiment(load_experiment(tmp_path / "fig1.yaml"), "paper")
-    assert run_location(exp, "a", "full_point", 0) == ("table2", "full")
-    exp = resolve_experiment(load_experiment(tmp_path / "table2.yaml"), "paper")
-    assert run_location(exp, "a", "full", 0) == ("table2", "full")
-    _write(tmp_path, "fig1", {**fig, "train": {"epochs": 1, "lr": 0.2}})
-    exp = resolve_experiment(load_experiment(tmp_path / "fig1.yaml"), "paper")
-    assert run_location(exp, "a", "full_point", 0) == ("fig1", "full_point")
-
-
-def test_shared_runs_of_the_kept_sweeps():
-    """The sweeps' points that a table or an earlier figure trains are read from there (no copy trained)."""
-    from xcbench.run import run_location
-
-    cases = [("midx/fig3b", "ptb", "pq_K32", "paper", ("table4", "lstm_midx_pq")),
-             ("midx/table5", "ptb", "midx_rq", "paper", ("table4", "lstm_midx_rq")),
-             ("class_selection/fig5", "synthetic-faces-87k", "hf_L50", "paper", ("fig2", "hf_1")),
-             ("class_selection/fig6", "synthetic-faces-87k", "random_1", "paper", ("fig2", "random_1")),
-             ("class_selection/fig6", "synthetic-faces-10k", "hf_T100", "quick", ("fig6", "hf_T100"))]
-    for name, d, m, scale, where in cases:
-        exp = resolve_experiment(load_experiment(ROOT / "config" / "experiments" / f"{name}.yaml"), scale)
-        assert run_location(exp, d, m, 0) == where, (name, m, scale)
-
-
 def test_scale_method_patterns(tmp_path):
     """A scale's override keyed by a pattern reaches every method it matches, an exact name wins over
     it, a pattern that matches nothing is an error, and a pattern is no method name."""
