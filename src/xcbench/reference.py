@@ -32,15 +32,41 @@ def _summary(obj) -> str:
     return (sentence.rstrip(".") + ".") if first else ""
 
 
-def _params(obj) -> str:
+CALLED = {"losses", "readers", "estimators", "renderers"}  # functions the code calls: their arguments are not settings
+
+
+def _signatures(obj) -> list[inspect.Signature]:
+    """The constructor signatures that take a class's settings: its own __init__, then its parents' for as
+    long as each forwards **kwargs (the sparse heads take fan_in, loss, ... through SparseOvA's)."""
+    if not isinstance(obj, type):
+        return [inspect.signature(obj)]
+    out = []
+    for klass in obj.__mro__:
+        if "__init__" not in klass.__dict__ or klass is object:
+            continue
+        sig = inspect.signature(klass.__init__)
+        out.append(sig)
+        if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+            break
+    return out
+
+
+def _params(obj, family: str = "") -> str:
     if hasattr(obj, "PARAMS"):  # tasks declare theirs
         return ", ".join(f"`{k}` = {p.default!r}" for k, p in obj.PARAMS.items()) or "–"
+    if family in CALLED:
+        return "–"
     try:
-        sig = inspect.signature(obj)
+        sigs = _signatures(obj)
     except (TypeError, ValueError):
         return "–"
-    out = [f"`{n}`" + ("" if p.default is inspect.Parameter.empty else f" = {p.default!r}")
-           for n, p in sig.parameters.items() if n not in FRAMEWORK_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    seen, out = set(), []
+    for sig in sigs:
+        for n, p in sig.parameters.items():
+            if n in FRAMEWORK_ARGS or n == "self" or n in seen or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            seen.add(n)
+            out.append(f"`{n}`" + ("" if p.default is inspect.Parameter.empty else f" = {p.default!r}"))
     return ", ".join(out) or "–"
 
 
@@ -54,6 +80,6 @@ def methods_reference() -> str:
         for name in reg.names():
             obj = reg.get(name)
             summary = _summary(obj).replace("|", "\\\\|")
-            lines.append(f"| `{name}` | {_params(obj).replace('|', chr(92) + '|')} | {summary} |")
+            lines.append(f"| `{name}` | {_params(obj, fam).replace('|', chr(92) + '|')} | {summary} |")
         lines.append("")
     return "\n".join(lines)
