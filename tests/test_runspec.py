@@ -164,3 +164,22 @@ def test_a_misspelt_parameter_is_reported_at_the_file_and_line_that_hold_it(tmp_
     line = next(i for i, ln in enumerate(over.read_text().splitlines(), 1) if "adamm" in ln)
     with pytest.raises(ConfigError, match=rf"over.yaml:{line}: methods.m.train.optimizer: unknown optimizer"):
         check_experiment(resolve_experiment(load_experiment(over), "quick"), str(over))
+
+
+def test_the_precedence_is_written_once_for_the_resolver_and_explain(tmp_path, monkeypatch):
+    """runspec.PRECEDENCE orders the merge (method_config) and explain's lookup: the same lr set at all four levels
+    resolves to the method's per_dataset value and explain names its line; reversing the table reverses both."""
+    from xcbench import runspec
+    from xcbench.explain import explain
+    from xcbench.runspec import method_config
+
+    f = _write(tmp_path, "t", {**BASE, "train": {**BASE["train"], "lr": 0.1},
+                               "methods": {"m": {**BASE["methods"]["m"], "train": {"lr": 0.3}}},
+                               "per_dataset": {"a": {"train": {"lr": 0.2}, "methods": {"m": {"train": {"lr": 0.4}}}}}})
+    line = {v: i for i, ln in enumerate(f.read_text().splitlines(), 1) for v in (0.1, 0.2, 0.3, 0.4) if f"lr: {v}" in ln}
+    exp = resolve_experiment(load_experiment(f), "quick")
+    assert method_config(exp, "a", "m")[1]["lr"] == 0.4 and method_config(exp, "b", "m")[1]["lr"] == 0.3
+    assert f"train.lr = 0.4    # {f}:{line[0.4]} " in explain(f, "quick", "a", "m")
+    monkeypatch.setitem(runspec.PRECEDENCE, "train", runspec.PRECEDENCE["train"][::-1])
+    assert method_config(exp, "a", "m")[1]["lr"] == 0.1
+    assert f"{f}:{line[0.1]} (train.lr)" in explain(f, "quick", "a", "m")

@@ -1,10 +1,10 @@
 """`xcbench explain`: a run's resolved settings (the run spec that trains it, run.Run.spec) and, for
 every value, the file and line that set it.
 
-The resolver's precedence (config.py) is walked backwards: for a key of the spec, the places it can
-be written are listed in precedence order (experiment level < `per_dataset.<d>` < `methods.<m>` <
-`per_dataset.<d>.methods.<m>`; within each level, each file of the `extends`/`runs_of` chain from the
-root, its base block before its `scales.<scale>` block), and the last place present in the YAML wins.
+For a key of the spec, the places it can be written come from the resolver's own table (runspec.PRECEDENCE:
+experiment level < `per_dataset.<d>` < `methods.<m>` < `per_dataset.<d>.methods.<m>`); within each place, each
+file of the `extends`/`runs_of` chain from the root, its base block before its `scales.<scale>` block; the last
+place present in the YAML wins.
 A value written nowhere is the resolver's (dataset, seed, version) or the class's default.
 """
 
@@ -16,17 +16,17 @@ import yaml
 
 from xcbench.config import load_experiment, resolve_experiment, yaml_node
 from xcbench.run import make_run
+from xcbench.runspec import PRECEDENCE, places
 
-SECTIONS = {  # spec section -> the paths under which it is written, lowest precedence first
-    "head": [("methods", "{m}", "head")],
-    "head_params": [("methods", "{m}", "params"), ("per_dataset", "{d}", "methods", "{m}", "params")],
-    "train": [("train",), ("per_dataset", "{d}", "train"), ("methods", "{m}", "train"),
-              ("per_dataset", "{d}", "methods", "{m}", "train")],
-    "model": [("model",), ("per_dataset", "{d}", "model"), ("methods", "{m}", "model"),
-              ("per_dataset", "{d}", "methods", "{m}", "model")],
-    "task": [("task",), ("per_dataset", "{d}", "task")],
-    "features": [("features",)],
-}
+
+def spec_places(section: str, dataset: str, method: str) -> list[tuple]:
+    """Where a run-spec section is written, lowest precedence first: the resolver's own table
+    (runspec.PRECEDENCE), not a second statement of it."""
+    if section in ("head", "head_params"):
+        return [p + (("head",) if section == "head" else ("params",)) for p in places("methods", dataset, method)]
+    if section in PRECEDENCE:
+        return places(section, dataset, method)
+    return [("features",)] if section == "features" else []
 
 
 def _chain(path: Path) -> list[Path]:
@@ -75,7 +75,6 @@ def explain(path: str | Path, scale: str, dataset: str, method: str, seed: int =
              f"# trained as {'/'.join(run.location)} (runs of equal settings train once)", ""]
     for key, value in _leaves(spec):
         section, rest = key[0], key[1:]
-        places = [tuple(p.format(d=dataset, m=method) for p in pattern) + rest for pattern in SECTIONS.get(section, [])]
-        where = written_at(docs, places, scale) or "resolver / class default"
+        where = written_at(docs, [p + rest for p in spec_places(section, dataset, method)], scale) or "resolver / class default"
         lines.append(f"{'.'.join(map(str, key))} = {value!r}    # {where}")
     return "\n".join(lines) + "\n"

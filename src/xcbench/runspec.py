@@ -1,8 +1,9 @@
 """The overrides that make one run's settings (run.make_run builds the run from them), and the digest
 of its run spec (`spec_hash`: the DAG's train rule and a checkpoint are keyed by it).
 
-Order of overrides (last wins): the experiment's settings (after its scale: config.resolve_experiment),
-the dataset's `per_dataset` entry (train, model, task, and head params under `methods`), the method's own.
+Order of overrides (last wins), written once in `PRECEDENCE` (method_config merges by it, `xcbench explain` locates
+values by it): the experiment's settings (after its scale: config.resolve_experiment), the dataset's `per_dataset`
+entry, the method's own, the method's `per_dataset` entry.
 """
 
 from __future__ import annotations
@@ -12,23 +13,45 @@ import json
 
 from xcbench.config import ConfigError, deep_merge
 
+PRECEDENCE = {  # where each part of a run's settings is written, lowest precedence first (the one statement of it)
+    "methods": [("methods", "{m}"), ("per_dataset", "{d}", "methods", "{m}")],
+    "train": [("train",), ("per_dataset", "{d}", "train"), ("methods", "{m}", "train"),
+              ("per_dataset", "{d}", "methods", "{m}", "train")],
+    "model": [("model",), ("per_dataset", "{d}", "model"), ("methods", "{m}", "model"),
+              ("per_dataset", "{d}", "methods", "{m}", "model")],
+    "task": [("task",), ("per_dataset", "{d}", "task")],
+}
+
+
+def places(section: str, dataset: str, method: str) -> list[tuple]:
+    """The key paths of one section of a run's settings, lowest precedence first (`PRECEDENCE`)."""
+    return [tuple(k.format(d=dataset, m=method) for k in path) for path in PRECEDENCE[section]]
+
+
+def _at(exp: dict, path: tuple):
+    for k in path:
+        exp = exp.get(k) if isinstance(exp, dict) else None
+    return exp
+
+
+def _merged(exp: dict, section: str, dataset: str, method: str) -> dict:
+    """A section's layers deep-merged in precedence order; a layer naming another encoder (a dict with its own
+    `name`) replaces the encoder before it instead of merging into its parameters."""
+    out: dict = {}
+    for path in places(section, dataset, method):
+        layer = _at(exp, path) or {}
+        enc, before = layer.get("encoder"), out.get("encoder")
+        if isinstance(enc, dict) and isinstance(before, dict) and enc.get("name") != before.get("name"):
+            out = {k: v for k, v in out.items() if k != "encoder"}
+        out = deep_merge(out, layer)
+    return out
+
 
 def method_config(exp: dict, dataset: str, method: str) -> tuple[dict, dict, dict]:
-    """(method spec, train config, model config) of one run: the experiment's settings, overridden by
-    its `per_dataset` entry (train, model, and the method's head params under `methods`), overridden
-    by the method's own."""
-    spec = exp["methods"][method]
-    per_ds = exp.get("per_dataset", {}).get(dataset, {})
-    over = per_ds.get("methods", {}).get(method, {})
-    if over:
-        spec = deep_merge(spec, over)
-    train_cfg = deep_merge(deep_merge(exp.get("train", {}), per_ds.get("train", {})), spec.get("train", {}))
-    base = exp.get("model", {})
-    enc = per_ds.get("model", {}).get("encoder")
-    if isinstance(enc, dict) and enc.get("name") != base.get("encoder", {}).get("name"):
-        base = {k: v for k, v in base.items() if k != "encoder"}  # another encoder: none of the base's params
-    model_cfg = deep_merge(deep_merge(base, per_ds.get("model", {})), spec.get("model", {}))
-    return spec, train_cfg, model_cfg
+    """(method spec, train config, model config) of one run, each merged over its places in `PRECEDENCE`: the
+    experiment's settings < its `per_dataset` entry < the method's own < the method's `per_dataset` entry."""
+    return _merged(exp, "methods", dataset, method), _merged(exp, "train", dataset, method), \
+        _merged(exp, "model", dataset, method)
 
 
 def encoder_config(model_cfg: dict) -> dict:
