@@ -39,6 +39,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from common import write_outputs
+
 OUT = Path(__file__).resolve().parent / "out"
 SAME = 1e-4  # relative difference under which two runs count as the same numbers
 TIMING = re.compile(r"time|_s$|_ms|per_s|speed")  # measured times (timing tasks' metrics): not compared
@@ -161,8 +163,7 @@ def render(rows: list[dict], name: str, meta: dict, a: str = "cpu", b: str = "cu
             err = (r.get("error") or "").strip().splitlines()[-1:] or ["?"]
             lines.append(f"| {r['run']} | failed ({a} rc {r[f'{a}_rc']}, {b} rc {r[f'{b}_rc']}) | | {err[0][:120]} | | | | |")
     OUT.mkdir(exist_ok=True)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_outputs(name, {"meta": meta, "rows": rows}, "\n".join(lines), OUT)
 
 
 def main() -> None:

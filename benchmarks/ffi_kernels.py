@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import torch
-from timing import timed
+from common import timed, write_outputs
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -78,8 +78,7 @@ def main() -> None:
             for s in a.fan_in:
                 rows.append(one(m, e, s, a.batch, a.repeats))
                 print(json.dumps(rows[-1]), flush=True)
-                (OUT / "ffi_kernels.json").write_text(json.dumps(rows, indent=1))
-                (OUT / "ffi_kernels.md").write_text(table(rows))
+                write_outputs("ffi_kernels", rows, table(rows))
     print(table(rows))
 
 

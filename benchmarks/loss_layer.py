@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import write_outputs
+
 OUT = Path(__file__).resolve().parent / "out"
 METHODS = ("materialised", "chunked", "torch_lce")
 
@@ -83,8 +85,7 @@ def main() -> None:
             rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
             print(rows[-1], flush=True)
     OUT.mkdir(exist_ok=True)
-    (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
-    (OUT / f"{a.name}.md").write_text(table(rows))
+    write_outputs(a.name, rows, table(rows))
     print(table(rows))
 
 

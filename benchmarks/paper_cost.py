@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from common import write_outputs
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out"
 
@@ -130,8 +132,7 @@ def main() -> None:
     a = p.parse_args()
     rows = plan(a.kept, step_records(OUT))
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    (a.out_dir / "paper_cost.json").write_text(json.dumps(rows, indent=1))
-    (a.out_dir / "paper_cost.md").write_text(markdown(rows))
+    write_outputs("paper_cost", rows, markdown(rows), a.out_dir)
     print(markdown(rows))
 
 

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from timing import timed
+from common import timed, write_outputs
 
 OUT = Path(__file__).resolve().parent / "out"
 RFF_D = 128  # RFF / Random Maclaurin features here (a D = 1024 RFF tree at n = 10^6 needs 8 GiB)
@@ -192,8 +192,7 @@ def main() -> None:
             best[i]["rounds"] = r + 1
     rows = [best[i] for i in range(len(cfgs))]
     OUT.mkdir(exist_ok=True)
-    (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
-    (OUT / f"{a.name}.md").write_text(table(rows))
+    write_outputs(a.name, rows, table(rows))
     plot(rows, OUT / f"{a.name}.png")
     print(table(rows))
 

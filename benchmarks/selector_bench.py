@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import write_outputs
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -451,7 +452,8 @@ def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta:
                   "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['n']:,} | {r['d']} | {r['K']} | {r['fit_rows']:,} | {r['iters']} | {r['ours_s']:.2f} | {r['faiss_s']:.2f} | "
                   f"{r['ours_s'] / r['faiss_s']:.2f} | {r['ours_mse']:.4f} | {r['faiss_mse']:.4f} |" for r in km]
-    (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")
+    data = {"meta": meta, "rows": rows, "steps": steps, "kmeans": km, "floor": list(floor)}
+    write_outputs(name, data, "\n".join(lines))
 
 
 def main() -> None:
@@ -498,8 +500,6 @@ def main() -> None:
         steps = [step_ratio(n, a.d, a.batch, a.repeats) for n in a.step_n]
         km = [r for n in a.kmeans_n for r in kmeans_compare(n, a.d)]
         floor = [rerank_floor(n, a.d, a.batch, (2500, 5000, 10000, 20000), a.repeats) for n in a.step_n]
-    (OUT / f"{a.name}.json").write_text(json.dumps({"meta": meta, "rows": rows, "steps": steps, "kmeans": km,
-                                                    "floor": floor}, indent=1))
     render(rows, steps, km, a.name, meta, floor)
 
 

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import write_outputs
+
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -111,9 +113,8 @@ def main() -> None:
         rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
     OUT.mkdir(exist_ok=True)
     ok = [r for r in rows if "error" not in r]
-    (OUT / "sparse_layer.json").write_text(json.dumps(rows, indent=2))
-    (OUT / "sparse_layer.md").write_text(f"# Sparse last layer, batch {a.batch}, e = {a.features} "
-                                          f"(device: {ok[0]['device'] if ok else '?'})\n\n" + table(ok))
+    write_outputs("sparse_layer", rows, f"# Sparse last layer, batch {a.batch}, e = {a.features} "
+                  f"(device: {ok[0]['device'] if ok else '?'})\n\n" + table(ok))
     print(table(ok))
 
 

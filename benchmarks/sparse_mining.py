@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import write_outputs
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -71,7 +72,6 @@ def main() -> None:
     a = p.parse_args()
     rows = run("sq_hinge", a) + run("bce", a)
     OUT.mkdir(exist_ok=True)
-    (OUT / "sparse_mining.json").write_text(json.dumps(rows, indent=1))
     by = {(r["loss"], r["step"]): r for r in rows}
     steps = sorted({r["step"] for r in rows})
     lines = [f"# Implicit negative mining: m = {a.labels:,}, I = {a.intermediate:,}, fan-in {a.fan_in}, batch {a.batch} "
@@ -81,7 +81,7 @@ def main() -> None:
         h, c = by[("sq_hinge", s)], by[("bce", s)]
         lines.append(f"| {s} | {100 * h['backprop_share']:.1f}% | {h['step_s']:.3f} | {100 * c['backprop_share']:.1f}% | "
                      f"{c['step_s']:.3f} | {c['step_s'] / h['step_s']:.2f}x |")
-    (OUT / "sparse_mining.md").write_text("\n".join(lines) + "\n")
+    write_outputs("sparse_mining", rows, "\n".join(lines))
     import matplotlib
 
     matplotlib.use("Agg")

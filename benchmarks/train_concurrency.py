@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import write_outputs
 from train_step import run_args
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -85,8 +86,7 @@ def main() -> None:
             rows.append(group(k, a, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
     OUT.mkdir(exist_ok=True)
-    (OUT / f"{a.name}.json").write_text(json.dumps(rows, indent=1))
-    (OUT / f"{a.name}.md").write_text(table(rows, a))
+    write_outputs(a.name, rows, table(rows, a))
     print(table(rows, a))
 
 

@@ -19,7 +19,7 @@ def load_benchmark(name: str, folder: str = "benchmarks"):
     import sys
 
     if str(REPO / folder) not in sys.path:
-        sys.path.append(str(REPO / folder))
+        sys.path.insert(0, str(REPO / folder))
 
     spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)

@@ -54,7 +54,7 @@ def test_device_parity_compares_two_named_trees_and_counts_the_exact_matches(tmp
 
 
 def test_seed_curves_read_validation_perplexity_from_a_training_log(tmp_path):
-    sc = _load("midx_seed_curves")
+    sc = _load("midx_seed_curves", "studies/midx_table4")
     log = tmp_path / "run.log"
     log.write_text("resuming ...\n"
                    "04:29:14 ptb/lstm_midx_pq epoch 1/100 loss=1.228 val_ppl=442 val_nll=6.091 13.4 s/epoch ETA 22m02s\n"
