@@ -185,9 +185,8 @@ def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
     subs = substitutions(exp, catalogue)
     if subs:
         parts.append("Substitutions: " + "; ".join(subs) + ".")
-    recorded = {(r.get("resolved") or {}).get("notes") for r in recs or [] if r.get("resolved")}
-    notes = next(iter(recorded)) if len(recorded) == 1 and None not in recorded else exp.get("notes")
-    if notes:  # the notes the shown runs were made under, when they all agree (a kept tree), else today's
+    notes = exp.get("notes")
+    if notes:  # today's text at the rendered scale: prose, not settings (those come from each run's record above)
         parts.append(notes.strip())
     if exp.get("view_notes"):  # a view's (runs_of) own text: what its columns mean
         parts.append(exp["view_notes"].strip())
