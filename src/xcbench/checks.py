@@ -15,11 +15,10 @@ Probe tasks that train nothing (timings, statistics, kernel fits) are left to th
 from __future__ import annotations
 
 import difflib
-import inspect
 from pathlib import Path
 
 from xcbench.config import ConfigError
-from xcbench.registry import ENCODERS, HEADS, NESTED, OPTIMIZERS, SCHEDULES, TASKS, UnknownNameError
+from xcbench.registry import ENCODERS, HEADS, NESTED, OPTIMIZERS, SCHEDULES, TASKS, UnknownNameError, init_signatures
 from xcbench.runspec import method_config, task_config
 
 FRAMEWORK = {"self", "in_dim", "n_classes", "gen"}
@@ -28,19 +27,13 @@ MODEL_KEYS = {"encoder", "encoders", "tie_embeddings"}
 
 def accepted(cls) -> set[str] | None:
     """Keyword arguments a registered class takes (None: anything, a **kwargs it does not forward)."""
-    names: set[str] = set()
-    for klass in (cls.__mro__ if isinstance(cls, type) else (cls,)):
-        init = klass.__init__ if isinstance(klass, type) else klass
-        if isinstance(klass, type) and "__init__" not in klass.__dict__:
-            continue
-        try:
-            params = inspect.signature(init).parameters
-        except (TypeError, ValueError):
-            return None
-        names |= {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            return names - FRAMEWORK
-    return None
+    try:
+        sigs, closed = init_signatures(cls)
+    except (TypeError, ValueError):
+        return None
+    if not closed:
+        return None
+    return {n for sig in sigs for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)} - FRAMEWORK
 
 
 def _unknown(where: str, given: dict, cls, what: str) -> list[str]:
@@ -93,18 +86,19 @@ def check_method(spec: dict, train: dict, model: dict, where: str) -> list[str]:
 
 def _places(key: str, exp: dict) -> list[tuple]:
     """Where in the YAML a checked key (`methods.<m>.params.k`, `methods.<m>.model....`, `methods.<m>.train.k`)
-    may be written, lowest precedence first (runspec.method_config's order)."""
+    may be written, lowest precedence first, on any of the experiment's datasets (explain.spec_places: the
+    resolver's own table)."""
+    from xcbench.explain import spec_places
+
     m = next((m for m in sorted(exp.get("methods", {}), key=len, reverse=True) if key.startswith(f"methods.{m}.")), None)
     if m is None:
         return []
     section, *rest = key[len(f"methods.{m}."):].split(".")
     if section == "model" and rest[:2] == ["encoders", "encoder"]:  # the encoder given inline as `model.encoder`
         rest = ["encoder"] + rest[2:]
-    ds = list(exp.get("datasets", []))
-    own = [("methods", m, section, *rest)] + [("per_dataset", d, "methods", m, section, *rest) for d in ds]
-    if section in ("train", "model"):
-        return [(section, *rest)] + [("per_dataset", d, section, *rest) for d in ds] + own
-    return own
+    section = {"params": "head_params"}.get(section, section)
+    per_dataset = [spec_places(section, d, m) for d in exp.get("datasets", [])]
+    return list(dict.fromkeys(p + tuple(rest) for level in zip(*per_dataset) for p in level))  # level by level
 
 
 def _located(errs: list[str], exp: dict, source: str) -> list[str]:

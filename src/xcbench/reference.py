@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 
-from xcbench.registry import FAMILIES
+from xcbench.registry import FAMILIES, init_signatures
 
 # constructor arguments the framework passes itself, never set in YAML
 FRAMEWORK_ARGS = {"self", "in_dim", "n_classes", "gen", "params", "lr", "args", "kwargs", "entry", "processed",
@@ -35,29 +35,13 @@ def _summary(obj) -> str:
 CALLED = {"losses", "readers", "estimators", "renderers"}  # functions the code calls: their arguments are not settings
 
 
-def _signatures(obj) -> list[inspect.Signature]:
-    """The constructor signatures that take a class's settings: its own __init__, then its parents' for as
-    long as each forwards **kwargs (the sparse heads take fan_in, loss, ... through SparseOvA's)."""
-    if not isinstance(obj, type):
-        return [inspect.signature(obj)]
-    out = []
-    for klass in obj.__mro__:
-        if "__init__" not in klass.__dict__ or klass is object:
-            continue
-        sig = inspect.signature(klass.__init__)
-        out.append(sig)
-        if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-            break
-    return out
-
-
 def _params(obj, family: str = "") -> str:
     if hasattr(obj, "PARAMS"):  # tasks declare theirs
         return ", ".join(f"`{k}` = {p.default!r}" for k, p in obj.PARAMS.items()) or "–"
     if family in CALLED:
         return "–"
     try:
-        sigs = _signatures(obj)
+        sigs = init_signatures(obj)[0]
     except (TypeError, ValueError):
         return "–"
     seen, out = set(), []

@@ -8,6 +8,7 @@ Lookups of unknown names raise a `KeyError` listing every known name.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from typing import Any, Callable, Iterator
 
 _BUILTIN_MODULES = (  # the packages whose modules register the built-in entries
@@ -99,6 +100,21 @@ FAMILIES = {"heads": HEADS, "samplers": SAMPLERS, "selectors": SELECTORS, "optim
             "renderers": RENDERERS}  # every family, for `xcbench list` and the parametrized tests
 NESTED = {"sampler": (SAMPLERS, "sampler_params"), "selector": (SELECTORS, "selector_params"),
           "dual": (DUALS, "dual_params")}  # a head's params that name an entry of another family, and its params
+
+
+def init_signatures(obj: Any) -> tuple[list[inspect.Signature], bool]:
+    """The signatures that take a registered entry's settings: a function's own, or a class's __init__ and then
+    its parents' for as long as each forwards **kwargs (the sparse heads take fan_in, ... through SparseOvA's).
+    `closed`: the walk ended at one without **kwargs (else any keyword may be taken). Raises TypeError or
+    ValueError where a signature cannot be read."""
+    chain = [k.__init__ for k in obj.__mro__ if "__init__" in k.__dict__ and k is not object] \
+        if isinstance(obj, type) else [obj]
+    sigs = []
+    for init in chain:
+        sigs.append(inspect.signature(init))
+        if not any(p.kind == p.VAR_KEYWORD for p in sigs[-1].parameters.values()):
+            return sigs, True
+    return sigs, False
 
 
 def unavailable(methods: dict[str, dict]) -> dict[str, str]:

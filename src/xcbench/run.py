@@ -51,12 +51,10 @@ class Run:
     @property
     def location(self) -> tuple[str, str]:
         """(artifact, method key) of the run that trains these settings (`run_location`)."""
-        return _location(self.exp, self.spec, self.method)
+        return _location(self.exp, self.method, lambda: self.spec)
 
     def folder(self, results: str | Path) -> Path:
-        owner, key = self.location
-        return Path(results) / self.exp["scale"] / self.exp["paper"] / owner / self.dataset / key / f"seed{self.seed}"
-
+        return _folder(results, self.exp, self.dataset, self.location, self.seed)
 
 
 def make_run(exp: dict, dataset: str, method: str, seed: int) -> Run:
@@ -71,12 +69,6 @@ def make_run(exp: dict, dataset: str, method: str, seed: int) -> Run:
             "train": train, "model": model,
             "task": {"name": task, "params": params}, "features": exp.get("features"), "xcbench": __version__}
     return Run(exp, dataset, method, seed, head, train, model, task, params, spec)
-
-
-def run_spec(exp: dict, dataset: str, method: str, seed: int) -> dict:
-    """The settings that change what one run computes: what its checkpoint must match and what the
-    DAG's train job depends on, so that notes, captions and render options never retrain."""
-    return make_run(exp, dataset, method, seed).spec
 
 
 def job_run(path: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Run:
@@ -144,23 +136,26 @@ def trainers(folder: str | Path, scale: str) -> dict[str, tuple[str, str]]:
     return _trainers(str(folder), scale, tuple((str(f), f.stat().st_mtime_ns) for f in files))
 
 
-def _location(exp: dict, spec: dict, method: str) -> tuple[str, str]:
+def _location(exp: dict, method: str, spec_of) -> tuple[str, str]:
+    """The owner of a run's settings; `spec_of()` gives its spec, asked only where there is a folder to search."""
     own = (exp.get("runs_of", exp["artifact"]), method)
-    if "source" not in exp:  # an experiment built in code, not loaded from a folder
+    if "source" not in exp:  # an experiment built in code, not loaded from a folder: its own runs
         return own
-    return trainers(Path(exp["source"]).parent, exp["scale"]).get(_identity(spec), own)
+    return trainers(Path(exp["source"]).parent, exp["scale"]).get(_identity(spec_of()), own)
+
+
+def _folder(results: str | Path, exp: dict, dataset: str, location: tuple[str, str], seed: int) -> Path:
+    owner, key = location
+    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / key / f"seed{seed}"
 
 
 def run_location(exp: dict, dataset: str, method: str, seed: int) -> tuple[str, str]:
     """(artifact, method key) of the run that one (dataset, method, seed) of this experiment reads:
     the run of identical settings that trains first in the paper's folder (`trainers`), else its own
     (a `runs_of` view: its owner's)."""
-    if "source" not in exp:  # an experiment built in code: its own runs, nothing to resolve
-        return exp.get("runs_of", exp["artifact"]), method
-    return make_run(exp, dataset, method, seed).location
+    return _location(exp, method, lambda: make_run(exp, dataset, method, seed).spec)
 
 
 def run_dir(results: str | Path, exp: dict, dataset: str, method: str, seed: int) -> Path:
     """Runs live under the artifact that trains them (`run_location`)."""
-    owner, key = run_location(exp, dataset, method, seed)
-    return Path(results) / exp["scale"] / exp["paper"] / owner / dataset / key / f"seed{seed}"
+    return _folder(results, exp, dataset, run_location(exp, dataset, method, seed), seed)

@@ -31,7 +31,7 @@ from pathlib import Path
 from xcbench.config import validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
-from xcbench.reporting.collect import aggregate, collect, for_rendering
+from xcbench.reporting.collect import aggregate, collect, for_rendering, record_value
 from xcbench.reporting.labels import method_label, pretty
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -80,9 +80,9 @@ def _per_seed(side: dict, recs: list[dict], dataset: str, exp: dict) -> dict:
     methods = side_methods(side, exp)
     for m in methods:
         for r in recs:
-            v = r["metrics"].get(side["metric"]) if r["dataset"] == d and r["method"] == m else None
-            if isinstance(v, (int, float)):
-                by_seed.setdefault(r.get("seed"), {})[m] = float(v)
+            v = record_value(r, side["metric"]) if r["dataset"] == d and r["method"] == m else None
+            if v is not None:
+                by_seed.setdefault(r.get("seed"), {})[m] = v
     return {s: REDUCE[side.get("reduce", "min")](v.values()) for s, v in by_seed.items() if len(v) == len(methods)}
 
 

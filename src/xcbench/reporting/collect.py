@@ -67,19 +67,26 @@ def with_runs_only(exp: dict, records: list[dict]) -> dict:
             "without_runs": [(spec or {}).get("label") or m for m, spec in exp["methods"].items() if m not in ms]}
 
 
+def record_value(r: dict, metric: str) -> float | None:
+    """One run's number for a metric key: a test metric, a top-level number (wall_time_s) or a dotted path
+    (final.step_ms, memory.peak_rss_bytes); None where the run does not report it."""
+    v = r["metrics"].get(metric, r.get(metric))
+    if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
+        v = r
+        for part in metric.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
     """mean/std/n over seeds of a scalar: a test metric, or any top-level number (wall_time_s); `seeds`:
     the seeds of the runs that report it."""
     vals, seeds = [], []
     for r in records:
         if r["dataset"] == dataset and r["method"] == method:
-            v = r["metrics"].get(metric, r.get(metric))
-            if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
-                v = r
-                for part in metric.split("."):
-                    v = v.get(part) if isinstance(v, dict) else None
-            if isinstance(v, (int, float)):
-                vals.append(float(v))
+            v = record_value(r, metric)
+            if v is not None:
+                vals.append(v)
                 seeds.append(r.get("seed"))
     if not vals:
         return None
