@@ -38,7 +38,7 @@ def group(k: int, a: argparse.Namespace, tmp: Path) -> dict:
     """k concurrent train_step processes; their rows and the group's wall time."""
     cmd = [sys.executable, str(STEP), "--experiment", a.experiment, "--scale", a.scale, "--dataset", a.dataset,
            "--processed", a.processed, "--methods", a.method, "--steps", str(a.steps), "--device", a.device,
-           "--out-dir", str(tmp)]
+           "--out-dir", str(tmp), "--skip-eval", "--draws", a.draws, "--threads", "1"]  # one CPU thread a run, as the DAG's jobs
     t0 = time.perf_counter()
     procs = [subprocess.Popen(cmd + ["--name", f"k{k}_{i}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True) for i in range(k)]
@@ -48,24 +48,27 @@ def group(k: int, a: argparse.Namespace, tmp: Path) -> dict:
         if p.returncode:
             raise SystemExit(f"train_concurrency: a train_step process failed (k = {k}):\n{e[-2000:]}")
     rows = [json.loads((tmp / f"k{k}_{i}.json").read_text())[0] for i in range(k)]
-    ms = [r["step_ms"] for r in rows]
+    ms, chained = [r["step_ms"] for r in rows], [r["chained_step_ms"] for r in rows]
     return {"k": k, "step_ms_median": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
+            "chained_ms_median": statistics.median(chained), "draws": a.draws,
             "wall_s": wall, "device": rows[0]["device"], "torch": rows[0]["torch"]}
 
 
 def table(rows: list[dict], a: argparse.Namespace) -> str:
-    solo = rows[0]["step_ms_median"] / rows[0]["k"]
-    lines = [f"# Runs sharing one GPU: {a.method} ({a.experiment}, scale {a.scale}, {a.dataset}; "
+    solo, solo_c = rows[0]["step_ms_median"], rows[0].get("chained_ms_median", float("nan"))
+    lines = [f"# Runs sharing one GPU: {a.method} ({a.experiment}, scale {a.scale}, {a.dataset}; draws {a.draws}; "
              f"{rows[0]['device']}, torch {rows[0]['torch']})", "",
              f"k processes of benchmarks/train_step.py at once, each timing {a.steps} steps after a warm-up "
-             "(median per process; min-max over the k processes). Throughput = k / step time; speedup against "
-             "k = 1 in the same call.", "",
-             "| k runs | ms / step (median) | min - max | steps / s, all runs | speedup vs one run | wall (s) |",
-             "|---|---|---|---|---|---|"]
+             "(median per process; min-max over the k processes), each step alone (synchronised) and the same steps "
+             "chained (one synchronisation at the end, as the training loop runs). Throughput = k / step time; "
+             "speedup against k = 1 in the same call.", "",
+             "| k runs | ms / step (median) | min - max | steps / s, all runs | speedup vs one run | chained ms / step | "
+             "chained steps / s, all runs | chained speedup | wall (s) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        thr = r["k"] * 1e3 / r["step_ms_median"]
+        thr, c = r["k"] * 1e3 / r["step_ms_median"], r.get("chained_ms_median", float("nan"))
         lines.append(f"| {r['k']} | {r['step_ms_median']:.1f} | {r['step_ms_min']:.1f} - {r['step_ms_max']:.1f} | "
-                     f"{thr:.0f} | {thr * solo / 1e3:.2f} | {r['wall_s']:.0f} |")
+                     f"{thr:.0f} | {thr * solo / 1e3:.2f} | {c:.1f} | {r['k'] * 1e3 / c:.0f} | {r['k'] * solo_c / c:.2f} | "
+                     f"{r['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +79,7 @@ def main() -> None:
     p.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--draws", default="cpu", choices=["cpu", "device"], help="train.draws of every run")
     p.add_argument("--name", default="train_concurrency")
     a = p.parse_args()
     if a.k[0] != 1:

@@ -34,31 +34,53 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0) -> tuple:
+def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0,
+          draws: str | None = None) -> tuple:
     """(method spec, train config, model, optimizer) of one run as `xcbench train` builds them, the head set
-    up and the model in training mode; the head's index is not built yet (callers time it apart)."""
+    up and the model in training mode; the head's index is not built yet (callers time it apart).
+    `draws`: the run's `train.draws` replaced (None: the experiment's)."""
     from xcbench.run import make_run
     from xcbench.train import make_optimizer, model_of, setup_head
 
     run = make_run(exp, dataset, method, seed)
+    train_cfg = {**run.train, "draws": draws} if draws else run.train
     model = model_of(run, task).to(device)
-    opt = make_optimizer(model, run.train)
-    setup_head(model, task, device, run.train)
+    opt = make_optimizer(model, train_cfg)
+    setup_head(model, task, device, train_cfg)
     model.train()
-    return run.head, run.train, model, opt
+    return run.head, train_cfg, model, opt
+
+
+def syncs_of_a_step(step, device: torch.device) -> dict[str, int]:
+    """Host synchronisations one call of `step()` makes on CUDA, by the source line that made them
+    (torch.cuda.set_sync_debug_mode's warnings); {} on the CPU."""
+    import warnings
+    from collections import Counter
+
+    if device.type != "cuda":
+        return {}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return dict(Counter(f"{Path(w.filename).name}:{w.lineno}" for w in seen if "synchroniz" in str(w.message)))
 
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
-        evaluate: bool = True) -> dict:
-    from xcbench.seed import torch_generator
+        evaluate: bool = True, draws: str | None = None) -> dict:
+    from xcbench.seed import draws_device, torch_generator
     from xcbench.train import evaluate_splits, train_step
 
-    spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed)
+    spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed, draws)
+    draws = train_cfg.get("draws", "cpu")
     t0 = time.perf_counter()
     model.head.on_epoch_start(0, torch_generator(seed, "index"))
     _sync(device)
     build_s = time.perf_counter() - t0
-    bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss")
+    bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", draws_device(draws, device))
     times, waits = [], []   # the step; the wait for its batch (rows generated per batch: data/faces.py)
     batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)
     for i in range(steps + 1):
@@ -79,6 +101,18 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
         _sync(device)
         times.append(time.perf_counter() - t0)
+    # the same steps back to back, one synchronisation at the end: what the training loop sees when nothing
+    # inside a step waits for the GPU (xcbench.train reads the loss sum every CHECK_EVERY steps)
+    clip = train_cfg.get("grad_clip")
+    batches = list(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps))
+    _sync(device)
+    t0 = time.perf_counter()
+    for i, (x, y, idx) in enumerate(batches):
+        train_step(model, opt, x, y, idx, loss_gen, steps + i + 2, clip)
+    _sync(device)
+    chained_s = (time.perf_counter() - t0) / max(1, len(batches))
+    x, y, idx = batches[0]
+    syncs = syncs_of_a_step(lambda: train_step(model, opt, x, y, idx, loss_gen, 2 * steps + 2, clip), device)
     model.eval()
     t0 = time.perf_counter()
     if evaluate:  # --skip-eval: at 750K identities scoring every validation row against every class takes minutes
@@ -88,6 +122,8 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     data_s = statistics.median(waits[1:])
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
+            "chained_step_ms": 1e3 * chained_s, "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
+            "sync_sources": syncs,
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
@@ -109,16 +145,22 @@ def gemm_gflops(device: torch.device, n: int = 2048, reps: int = 5) -> float:
 
 
 def table(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "", "| method | ms / step | matmul floor ms | data wait ms | index build s | eval s | "
-             "batches / epoch | epoch (min) | epochs | run (h) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# {title}", "", "| method | draws | ms / step | chained ms / step | host syncs / step | matmul floor ms | "
+             "data wait ms | index build s | eval s | batches / epoch | epoch (min) | epochs | run (h) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         floor = f"{r['floor_ms']:.1f}" if r.get("floor_ms") == r.get("floor_ms") and "floor_ms" in r else "-"  # nan: -
-        lines.append(f"| {r['method']} | {r['step_ms']:.1f} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
+        syncs = "-" if r.get("syncs_per_step") is None else r["syncs_per_step"]
+        lines.append(f"| {r['method']} | {r.get('draws', 'cpu')} | {r['step_ms']:.1f} | {r.get('chained_step_ms', float('nan')):.1f} | "
+                     f"{syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
         lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward) at "
                   f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
-                  "2048^3 product); gathers, element-wise work and launches are not in it."]
+                  "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
+                  "timed alone (synchronised before and after); chained: the same number of steps back to back, one "
+                  "synchronisation at the end, per step. Host syncs: the synchronising CUDA calls one step makes "
+                  "(torch.cuda.set_sync_debug_mode), by source line in the .json."]
     return "\n".join(lines) + "\n"
 
 
@@ -139,6 +181,10 @@ def main() -> None:
     p.add_argument("--read-ahead", type=int, default=None, help="threads generating lazy batches ahead (as "
                    "`xcbench train --read-ahead`; default: 0 on the CPU, up to 4 with a GPU)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads of this process (as `xcbench train "
+                   "--threads`; default: torch's, all cores)")
+    p.add_argument("--draws", nargs="+", default=[None], choices=["cpu", "device"],
+                   help="train.draws to time (default: the experiment's); several: each method once per choice")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
     p.add_argument("--skip-eval", action="store_true",
                    help="do not time an evaluation (eval s: nan; epoch and run times then leave it out)")
@@ -151,7 +197,7 @@ def main() -> None:
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task
 
-    configure_process(None)  # the allocator settings `xcbench train` uses
+    configure_process(a.threads)  # the allocator and thread settings `xcbench train --threads` uses
     exp = resolve_experiment(load_experiment(a.experiment), a.scale)
     for f in (a.processed, a.features):
         if f and not Path(f).exists():
@@ -163,8 +209,8 @@ def main() -> None:
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
     rows, rate = [], gemm_gflops(device)
-    for method in a.methods or list(exp["methods"]):
-        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval)
+    for method, draws in itertools.product(a.methods or list(exp["methods"]), a.draws):
+        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws)
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,

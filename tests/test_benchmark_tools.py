@@ -68,15 +68,17 @@ def test_seed_curves_read_validation_perplexity_from_a_training_log(tmp_path):
 
 
 def test_train_concurrency_speedup_is_k_runs_throughput_over_one_runs():
-    """k = 1 at 20 ms a step: 50 steps/s; k = 2 at 30 ms each: 66.7 steps/s in all, 1.33x; k = 4 at 80 ms: 1.00x."""
+    """k = 1 at 20 ms a step: 50 steps/s; k = 2 at 30 ms each: 66.7 steps/s in all, 1.33x; k = 4 at 80 ms: 1.00x.
+    Chained (one sync at the end): k = 1 at 10 ms, k = 2 at 10 ms: 2.00x; k = 4 at 20 ms: 2.00x."""
     import argparse
 
     tc = _load("train_concurrency")
-    a = argparse.Namespace(method="m", experiment="e.yaml", scale="paper", dataset="d", steps=10)
-    rows = [{"k": k, "step_ms_median": ms, "step_ms_min": ms, "step_ms_max": ms, "wall_s": 1.0, "device": "G",
-             "torch": "t"} for k, ms in ((1, 20.0), (2, 30.0), (4, 80.0))]
+    a = argparse.Namespace(method="m", experiment="e.yaml", scale="paper", dataset="d", steps=10, draws="device")
+    rows = [{"k": k, "step_ms_median": ms, "step_ms_min": ms, "step_ms_max": ms, "chained_ms_median": c, "wall_s": 1.0,
+             "device": "G", "torch": "t"} for k, ms, c in ((1, 20.0, 10.0), (2, 30.0, 10.0), (4, 80.0, 20.0))]
     body = [ln.split(" | ") for ln in tc.table(rows, a).splitlines() if ln.startswith("| ") and ln[2].isdigit()]
-    assert [(r[0], r[3], r[4]) for r in body] == [("| 1", "50", "1.00"), ("| 2", "67", "1.33"), ("| 4", "50", "1.00")]
+    assert [(r[0], r[3], r[4], r[6], r[7]) for r in body] == [
+        ("| 1", "50", "1.00", "100", "1.00"), ("| 2", "67", "1.33", "200", "2.00"), ("| 4", "50", "1.00", "200", "2.00")]
 
 
 def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_path):

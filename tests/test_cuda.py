@@ -171,3 +171,118 @@ def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tin
     for k, a in out["cpu"].items():
         if isinstance(a, float):
             assert out["cuda"][k] == pytest.approx(a, rel=1e-4, abs=1e-6), k
+
+
+# `train.draws: device` (seed.py): the loss generator on the GPU, draws made there.
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_device_draws_follow_log_prob(name):
+    """A generator on the device draws other classes than the CPU's, from the same distribution: the counts of
+    100,000 draws against the exact q (chi-square); a sampler that drew on the host or ignored the device
+    generator's stream would still pass here, the next test catches that."""
+    from scipy.stats import chisquare
+
+    from xcbench.seed import torch_generator
+
+    s, _, _ = _built(name, CUDA)
+    h = (torch.randn(1, D, generator=torch.Generator().manual_seed(1)) * 2).to(CUDA)
+    ids, log_q = s.sample(h, 100_000, torch_generator(0, "loss", CUDA))
+    assert ids.device.type == CUDA.type and torch.allclose(log_q, s.log_prob(h, ids), atol=1e-5)
+    counts = torch.bincount(ids[0].cpu(), minlength=N).double()
+    expected = s.log_prob(h, torch.arange(N, device=CUDA).unsqueeze(0))[0].double().exp().cpu() * 100_000
+    support = expected > 0
+    assert counts[~support].sum() == 0, f"{name}: drew classes of probability 0"
+    counts, expected = counts[support], expected[support]
+    assert chisquare(counts.numpy(), expected.numpy() * counts.sum().item() / expected.sum().item()).pvalue > 1e-3
+
+
+SYNC_FREE = ["uniform", "unigram", "lsh", "quadratic_exact", "midx_pq", "midx_rq"]  # MIDX Table 4's, RFF's aside
+
+
+@pytest.mark.skipif(STANDIN, reason="host synchronisations exist on CUDA only")
+@pytest.mark.parametrize("sampler", SYNC_FREE)
+def test_a_sampled_step_with_device_draws_never_waits_for_the_gpu(sampler):
+    """One training step of the sampled head (loss, backward, clipping, Adam, the after-step hook) under
+    torch.cuda.set_sync_debug_mode('error'): any host synchronisation raises. With a CPU generator the
+    draws' copies synchronise (checked too, so the test can fail)."""
+    from xcbench.optim.weights import clip_grad_norm
+    from xcbench.seed import torch_generator
+    from xcbench.train import optimizer_step
+
+    n, d, B = 500, 16, 32
+    head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler=sampler, m=20,
+                                        sampler_params={"K": 4} if sampler.startswith("midx") else {}).to(CUDA)
+    head.setup({"label_counts": torch.randint(0, 50, (n,), generator=torch.Generator().manual_seed(1))})
+    head.on_epoch_start(0, torch.Generator().manual_seed(2))
+    opt = torch.optim.Adam(head.parameters(), lr=1e-3)
+    h = torch.randn(B, d, device=CUDA, requires_grad=True)
+    y = torch.randint(0, n, (B,), device=CUDA)
+
+    def step(gen):
+        loss = head.loss(h, y, None, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_grad_norm(head.parameters(), 0.25)
+        optimizer_step(opt)
+        head.after_step(1, opt)
+
+    step(torch_generator(0, "loss", CUDA))  # warm-up: lazy state (Adam's moments), kernels' first launch
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step(torch_generator(0, "loss", CUDA))
+        if sampler != "uniform":  # uniform's randint has no probabilities to copy
+            with pytest.raises(RuntimeError, match="synchroniz"):
+                step(torch.Generator().manual_seed(0))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("sampler, params", [("midx_rq", {"K": 4}), ("uniform", {})])
+def test_a_device_draws_run_resumes_to_the_uninterrupted_metrics(tiny_xmc, tiny_exp, tmp_path, sampler, params):
+    """A CUDA generator's state (seed and offset) in the checkpoint: a run cut after an epoch and resumed
+    gives the uninterrupted run's metrics; its draws are not the CPU generator's (the metrics differ)."""
+    from conftest import train_run
+    from test_interfaces import _sampled
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    processed, feats, entry = tiny_xmc
+
+    def go(out, draws, **kw):
+        exp = _sampled(tiny_exp, sampler, sampler_params=params)
+        exp["methods"] = normalise_methods(exp["methods"])
+        exp["train"]["draws"] = draws
+        task = make_task(copy.deepcopy(exp), entry, processed, feats, CUDA, 0)
+        return train_run(exp, task, "synthetic-xmc-tiny", "s", 0, out, CUDA, **kw)
+
+    full = go(tmp_path / "full", "device")
+    with pytest.raises(KeyboardInterrupt):
+        go(tmp_path / "cut", "device", interrupt_after=1)
+    resumed = go(tmp_path / "cut", "device")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+    if not STANDIN:
+        assert go(tmp_path / "cpu_draws", "cpu")["metrics"] != full["metrics"]
+
+
+@pytest.mark.skipif(STANDIN, reason="host synchronisations exist on CUDA only")
+def test_dropout_with_device_draws_keeps_1_minus_p_and_never_waits_for_the_gpu():
+    """Dropout.on_device (train.draws: device): the mask from the device's stream, kept share 1 - p within
+    5 standard errors, kept entries scaled by 1 / (1 - p); the CPU-drawn mask's copy synchronises (checked)."""
+    from xcbench.features.base import Dropout
+
+    p, x = 0.3, torch.ones(400, 500, device=CUDA)
+    layer = Dropout(p).train()
+    layer.on_device = True
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = layer(x)
+        layer.on_device = False
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            layer(x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    kept = (out != 0).double().mean().item()
+    assert abs(kept - (1 - p)) < 5 * ((p * (1 - p)) / x.numel()) ** 0.5
+    assert torch.allclose(out[out != 0], torch.full_like(out[out != 0], 1 / (1 - p)))

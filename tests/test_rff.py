@@ -127,7 +127,7 @@ def test_clip_grad_norm_counts_sparse_rows_once():
     (F.embedding(torch.tensor([1, 1, 3]), E, sparse=True).sum() * 2 + (w * 3).sum()).backward()
     dense = torch.cat([E.grad.to_dense().flatten(), w.grad])
     norm = clip_grad_norm([E, w], 1.0)
-    assert norm == pytest.approx(dense.norm().item(), rel=1e-6)
+    assert float(norm) == pytest.approx(dense.norm().item(), rel=1e-6)
     after = torch.cat([E.grad.to_dense().flatten(), w.grad])
     assert after.norm().item() == pytest.approx(1.0, rel=1e-4)
 

@@ -49,13 +49,14 @@ def test_dropout_rejects_a_probability_outside_0_1():
 
 
 def test_the_package_makes_no_generator_on_a_device_and_draws_no_generator_on_one():
-    """The rule of seed.py, read from the source: torch.Generator() without a device, and a draw
-    with a generator either on the generator's device (then moved) or through the seed.py helpers.
+    """The rule of seed.py, read from the source: torch.Generator() without a device outside seed.py
+    (whose `torch_generator` alone makes one on a device, for `train.draws: device`), and a draw with a
+    generator either on the generator's device (then moved) or through the seed.py helpers.
     Data preparation (data/) runs on the CPU only and is left out."""
     bad = []
     for f in sorted(set(SRC.rglob("*.py")) - set((SRC / "data").rglob("*.py"))):
         for i, line in enumerate(f.read_text().splitlines(), 1):
-            if "torch.Generator(device=" in line or "nn.Dropout(" in line:
+            if ("torch.Generator(device=" in line and f.name != "seed.py") or "nn.Dropout(" in line:
                 bad.append(f"{f.name}:{i}: {line.strip()}")
             if re.search(r"generator=(\w+), device=(?!\1\.device\b)", line) or \
                     ("torch.multinomial(" in line and f.name != "seed.py"):

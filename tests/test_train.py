@@ -93,6 +93,25 @@ def test_nan_loss_stops_with_clear_error(tiny_xmc, tiny_exp, tmp_path):
     assert not (tmp_path / "nan" / "metrics.json").exists()
 
 
+def test_train_draws_names_the_loss_generators_device(tiny_xmc, tiny_exp, tmp_path):
+    """`train.draws: device` on a CPU run is the CPU generator (identical metrics); an unknown value is an
+    error naming the key; a checkpoint's generator state that does not fit says which setting to resume with."""
+    from test_interfaces import _sampled
+
+    from xcbench.train import set_generator_state
+
+    exp = _sampled(tiny_exp, "unigram")
+    exp["train"]["epochs"] = 1
+    a = _run(tiny_xmc, copy.deepcopy(exp), tmp_path / "cpu")
+    exp["train"]["draws"] = "device"
+    assert _run(tiny_xmc, copy.deepcopy(exp), tmp_path / "device")["metrics"] == a["metrics"]
+    exp["train"]["draws"] = "gpu"
+    with pytest.raises(ValueError, match=r"train.draws must be one of \('cpu', 'device'\)"):
+        _run(tiny_xmc, exp, tmp_path / "bad")
+    with pytest.raises(ValueError, match="resume with the `train.draws` and device it was saved with"):
+        set_generator_state(torch.Generator(), torch.zeros(16, dtype=torch.uint8), tmp_path / "checkpoint.pt")
+
+
 def test_metrics_json_records_time_memory_versions(tiny_xmc, tiny_exp, tmp_path):
     m = _run(tiny_xmc, tiny_exp, tmp_path / "r")
     assert m["wall_time_s"] > 0 and m["time_per_epoch_s"] > 0 and m["epochs"] == 3

@@ -30,6 +30,7 @@ class Model(nn.Module):
     def __init__(self, encoder: nn.Module, head: nn.Module) -> None:
         super().__init__()
         self.encoder, self.head = encoder, head
+        self.padded_targets = True  # targets may hold -1 (set from the task: reading y.min() waits for a GPU)
 
     def encode(self, x, state=None):
         """(h, state): h (N, d) one row per query; state None for a stateless encoder."""
@@ -37,7 +38,7 @@ class Model(nn.Module):
 
     def loss(self, x, y, idx, gen):
         h = self.encode(x)[0]
-        if y.dim() == 1 and len(y) == len(h) and y.min() < 0:  # one query per position: padding (-1) is no target
+        if self.padded_targets and y.dim() == 1 and len(y) == len(h) and y.min() < 0:  # padding (-1) is no target
             keep = y >= 0
             h, y = h[keep], y[keep]
         return self.head.loss(h, y, idx, gen)

@@ -11,6 +11,11 @@ per draw, and for `multinomial` a device-to-host copy of the probabilities: (B, 
 uniforms drawn on the CPU, consumes the same stream but not the same classes: torch's CPU kernel sums
 the cumulative distribution in float32 one class after another, a device scan rounds otherwise, and 49
 of 111,510 draws (n up to 5,000) fell into a neighbouring class (measured on the CPU with float64 sums).
+`train.draws: device` is the other choice, for GPU runs bound by launches and synchronisation: the
+training loop's loss generator (negatives, selectors' random fill, multi-label picks) is then made on
+the model's device, every draw stays there and nothing waits for the host; the classes drawn differ
+from the CPU's (another generator) and follow the same distributions (tests/test_device_draws.py, a
+chi-square test per sampler on a GPU). On the CPU both choices are the same generator.
 Ops that cannot take a generator (dropout) use torch's global CPU stream, which `seed_global` seeds
 and checkpoints save/restore; the dropout inside nn.LSTM and
 nn.TransformerEncoderLayer is drawn on the device (cuDNN's and the fused kernels' own streams), so
@@ -30,9 +35,20 @@ def derive_seed(seed: int, purpose: str) -> int:
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def torch_generator(seed: int, purpose: str) -> torch.Generator:
-    """A CPU generator for (seed, purpose): draw with it through `rand`/`randint`/`multinomial`."""
-    return torch.Generator().manual_seed(derive_seed(seed, purpose))
+def torch_generator(seed: int, purpose: str, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator for (seed, purpose), on the CPU unless `device` names another (`train.draws:
+    device`): draw with it through `rand`/`randint`/`multinomial`."""
+    return torch.Generator(device=device).manual_seed(derive_seed(seed, purpose))
+
+
+DRAWS = ("cpu", "device")
+
+
+def draws_device(draws: str, device: torch.device) -> torch.device:
+    """Where the loss generator of a run on `device` lives for `train.draws` (module docstring)."""
+    if draws not in DRAWS:
+        raise ValueError(f"train.draws must be one of {DRAWS}, got {draws!r}")
+    return torch.device("cpu") if draws == "cpu" else device
 
 
 def numpy_generator(seed: int, purpose: str) -> np.random.Generator:

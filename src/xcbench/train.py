@@ -34,6 +34,7 @@ from tqdm import tqdm
 from xcbench.checkpoint import load_checkpoint, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
+from xcbench.features.base import Dropout
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
@@ -41,7 +42,7 @@ from xcbench.records import LOG, format_values, history_csv, log_epoch, progress
 from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.run import Run
 from xcbench.runtime import optimizer_step
-from xcbench.seed import seed_global, torch_generator
+from xcbench.seed import draws_device, seed_global, torch_generator
 from xcbench.selection import BestEpoch
 
 CHECKPOINT = "checkpoint.pt"
@@ -82,8 +83,14 @@ def evaluate_splits(model: Model, task) -> dict[str, float]:
 
 def setup_head(model: Model, task, device: torch.device, train_cfg: dict | None = None) -> None:
     """Hand the task's training statistics (label counts, ...) to the head, on `device`, with the
-    run's length (`epochs`, `steps_per_epoch`, `batch_size`) for heads with per-epoch schedules."""
+    run's length (`epochs`, `steps_per_epoch`, `batch_size`) for heads with per-epoch schedules; tell
+    the model whether the task pads targets and where its dropout masks are drawn (`train.draws`)."""
     stats = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()}
+    model.padded_targets = task.pads_targets
+    on_device = draws_device((train_cfg or {}).get("draws", "cpu"), device).type != "cpu"
+    for m in model.modules():
+        if isinstance(m, Dropout):
+            m.on_device = on_device
     if train_cfg:
         bs = int(train_cfg["batch_size"])
         stats.update(epochs=int(train_cfg["epochs"]), steps_per_epoch=task.n_train_batches(bs), batch_size=bs)
@@ -95,13 +102,34 @@ def make_optimizer(model: nn.Module, train_cfg: dict) -> torch.optim.Optimizer:
                                                               **train_cfg.get("optimizer_params", {}))
 
 
+CHECK_EVERY = 100  # steps between reads of a GPU run's loss sum (each read is a host synchronisation)
+
+
+def check_finite(total: torch.Tensor, out_dir: Path, epoch: int, step: int, every: int, lr: float) -> None:
+    """Raise TrainingDiverged when the epoch's running loss sum is not finite (a loss became NaN/inf at or
+    before batch step + 1; on a GPU within the `every` batches since the last read)."""
+    if not torch.isfinite(total):
+        at = f"step {step + 1}" if every == 1 else f"one of the {every} steps up to {step + 1}"
+        raise TrainingDiverged(f"{out_dir}: training loss became non-finite ({total.item()}) at epoch {epoch + 1}, "
+                               f"{at}; lower train.lr (now {lr:g}) or check the input features for NaN/inf")
+
+
+def set_generator_state(gen: torch.Generator, state: torch.Tensor, ckpt_path: Path) -> None:
+    """Restore a generator from a checkpoint, naming the setting when the checkpoint's draws were made on
+    another kind of device (a CPU generator's state is 5,056 bytes, a CUDA one's 16)."""
+    try:
+        gen.set_state(state)
+    except RuntimeError as e:
+        raise ValueError(f"{ckpt_path}: its generator state does not fit this run's {gen.device.type} generator "
+                         f"({e}); resume with the `train.draws` and device it was saved with") from None
+
+
 def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: torch.Generator, step: int,
                grad_clip: float | None = None) -> torch.Tensor:
     """One update (loss, backward, optional global-norm clipping, optimizer step, the head's
-    after-step hook); a non-finite loss is returned before any update, for the caller to report."""
+    after-step hook); the loss is returned unread, for the caller to check (`fit` does it without a host
+    synchronisation per step on a GPU: the model a non-finite loss spoils is never saved)."""
     loss = model.loss(x, y, idx, loss_gen)
-    if not torch.isfinite(loss):
-        return loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip:
@@ -132,7 +160,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     sched = make_schedule(train_cfg)
     select = BestEpoch(**train_cfg["select"]) if train_cfg.get("select") else None
     gen = torch_generator(seed, "batches")
-    loss_gen = torch_generator(seed, "loss")
+    loss_gen = torch_generator(seed, "loss", draws_device(train_cfg.get("draws", "cpu"), device))
     index_gen = torch_generator(seed, "index")
     seed_global(seed)
     deterministic_kernels(device)
@@ -146,7 +174,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         for g, k in ((gen, "gen"), (loss_gen, "loss_gen"), (index_gen, "index_gen")):
-            g.set_state(ck[k])
+            set_generator_state(g, ck[k], ckpt_path)
         torch.set_rng_state(ck["global_rng"])
         if device.type == "cuda" and ck.get("cuda_rng") is not None:  # dropout's stream on the GPU
             torch.cuda.set_rng_state(ck["cuda_rng"], device)
@@ -172,6 +200,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
+    check_every = 1 if device.type == "cpu" else CHECK_EVERY  # reading the loss sum on a GPU waits for it
     every_s = 60 * float(options.checkpoint_minutes or 0) if model.head.resumes_mid_epoch else 0.0
     state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),  # noqa: E731
                      "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
@@ -190,23 +219,24 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             model.head.on_epoch_start(epoch * nb, index_gen)
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
+        total = torch.tensor(total, dtype=torch.float64, device=device)  # the sum of losses stays on the device
         batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,
                        desc=f"epoch {epoch + 1}", disable=None)
         tick = progress(label, epoch + 1, nb, skip) if batches.disable else lambda step: None
         for step, (x, y, idx) in enumerate(batches, start=skip):
             tick(step)
             loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"{out_dir}: training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}; "
-                    f"lower train.lr (now {lr:g}) or check the input features for NaN/inf")
-            total, count = total + loss.item() * x.shape[0], count + x.shape[0]
+            total += loss.detach().double() * x.shape[0]  # the float64 sum `loss.item() * B` made on the host
+            count += x.shape[0]
             for k, v in model.head.loss_parts.items():
                 parts[k] = parts.get(k, 0.0) + v * x.shape[0]
-            if every_s and step + 1 < nb and time.perf_counter() - last_save >= every_s:
+            save = every_s and step + 1 < nb and time.perf_counter() - last_save >= every_s
+            if save or step + 1 == nb or (step + 1) % check_every == 0:
+                check_finite(total, out_dir, epoch, step, check_every, lr)
+            if save:
                 t_in = t_before + time.perf_counter() - t0
                 torch_save(ckpt_path, {**state(), "epoch": epoch, "step": step + 1, "epoch_gen": epoch_gen,
-                                       "partial": (total, count, parts, t_in), "stopped": False})
+                                       "partial": (total.item(), count, parts, t_in), "stopped": False})
                 last_save = time.perf_counter()
                 if interrupt_after is not None and epoch < interrupt_after <= epoch + (step + 1) / nb:
                     raise KeyboardInterrupt(f"interrupted in epoch {epoch + 1} after batch {step + 1} (simulated)")
@@ -215,7 +245,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         evals = {**evaluate_splits(model, task), **model.head.epoch_metrics(*_probe_h(model, task))}
         dt = t_before + time.perf_counter() - t0
         elapsed += dt
-        history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total / max(1, count), "epoch_time_s": dt,
+        history.append({"epoch": epoch + 1, "lr": lr, "train_loss": total.item() / max(1, count), "epoch_time_s": dt,
                         "step_ms": step_ms,
                         **{f"train_loss_{k}": v / max(1, count) for k, v in parts.items()}, **evals})
         stop = sched.observe(evals)

@@ -43,19 +43,23 @@ def init_normal_(module: nn.Module, gen: torch.Generator, std: float = 0.02) -> 
 class Dropout(nn.Module):
     """Inverted dropout x * m / (1 - p), m ~ Bernoulli(1 - p) elementwise (Srivastava et al. 2014), with
     the mask drawn on the CPU from torch's global stream and moved to x's device: on the CPU the same
-    bits as nn.Dropout (tests/test_seed.py), on a GPU the mask the CPU would draw (seed.py)."""
+    bits as nn.Dropout (tests/test_seed.py), on a GPU the mask the CPU would draw (seed.py); with
+    `on_device` (train.draws: device) drawn on x's device from its global stream, with no copy."""
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = float(p)
+        self.on_device = False  # True (train.draws: device): the mask is drawn where x lives
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0 or x.numel() == 0:
             return x
         if self.p == 1.0:
             return x * torch.zeros((), dtype=x.dtype, device=x.device)
+        if self.on_device:  # `train.draws: device`: the device's own stream (torch.cuda's, in the checkpoint)
+            return x * torch.empty_like(x).bernoulli_(1.0 - self.p).div_(1.0 - self.p)
         m = torch.empty(x.shape, dtype=x.dtype).bernoulli_(1.0 - self.p)                       # x.shape, on the CPU
         return x * m.div_(1.0 - self.p).to(x.device)
 

@@ -206,7 +206,7 @@ class SampledSoftmax(NormalizedSoftmax):
         ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
         o = self._logit(self._cos(h.unsqueeze(1), torch.cat([y.unsqueeze(1), ids], 1)))       # (B, 1 + m): one gather
         o_t, o_s = o[:, 0], o[:, 1:]
-        if self.sampler.needs_index and not self.sampler.update_every_step:
+        if self.sampler.updates_rows and not self.sampler.update_every_step:  # torch.unique waits for the GPU
             self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
         log_q_t = None

@@ -16,9 +16,11 @@ OPTIMIZERS.register("adagrad")(torch.optim.Adagrad)
 
 
 @torch.no_grad()
-def clip_grad_norm(params, max_norm: float) -> float:
+def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
     """Scale all gradients so that their global L2 norm is at most `max_norm` (sparse row gradients
-    are coalesced first, so repeated rows count once); returns the norm before clipping."""
+    are coalesced first, so repeated rows count once); returns the norm before clipping, a float64
+    0-dim tensor on the gradients' device: nothing here waits for a GPU (the factor is applied as a
+    tensor, 1 when the norm is within bounds; on the CPU the same float32 products as a Python factor)."""
     grads = []
     for p in params:
         if p.grad is not None:
@@ -27,8 +29,11 @@ def clip_grad_norm(params, max_norm: float) -> float:
                 grads.append(p.grad.values())
             else:
                 grads.append(p.grad)
-    norm = torch.sqrt(sum((g.double().square().sum() for g in grads), torch.zeros((), dtype=torch.float64))).item()
-    if norm > max_norm:
-        for g in grads:
-            g.mul_(max_norm / (norm + 1e-6))
+    if not grads:
+        return torch.zeros((), dtype=torch.float64)
+    norm = torch.sqrt(sum((g.double().square().sum() for g in grads),
+                          torch.zeros((), dtype=torch.float64, device=grads[0].device)))   # ()
+    factor = torch.where(norm > max_norm, max_norm / (norm + 1e-6), torch.ones_like(norm))
+    for g in grads:
+        g.mul_(factor.to(g.dtype))
     return norm

@@ -29,6 +29,7 @@ from torch import nn
 class Sampler(nn.Module):
     needs_index = False        # True: `update(class_emb)` must run before sampling (at each epoch start)
     update_every_step = False  # True: cheap enough to refresh from the current embeddings every step
+    updates_rows = False       # True: `update_rows` refreshes the index after each step (kernel trees)
     draws: int | None = None   # draws per query, set by the head: a sampler may pick its method by cost
 
     def __init__(self, n_classes: int) -> None:

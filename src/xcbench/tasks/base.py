@@ -51,6 +51,7 @@ class Task:
     eval_splits: tuple[str, ...] = ("val",)  # evaluated after every epoch, keys prefixed "<split>_"
     eval_at_start = False                    # also evaluate before the first epoch (curves from epoch 0)
     probe_size = 256                         # examples in `probe_batch`
+    pads_targets = False                     # True: single-label targets hold -1 where no query is (Model drops them)
     read_ahead: int | None = None            # threads generating lazy batches ahead (None: data.prefetch's default)
 
     @classmethod

@@ -48,6 +48,7 @@ class SeqRecTask(Task):
               "eval_users": Param(int, 0, "evaluate the held-out items of this many users (fixed subset); 0: all")}
     eval_splits = ("val",)
     eval_at_start = True
+    pads_targets = True  # windows are left-padded with -1
     probe_size = 64
 
     def __init__(self, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Issue #50, GPU steps near their floor, in one lease: does a step with `train.draws: device` make no host
+# synchronisation, and what does that buy at MIDX Table 4's paper settings on PTB? Three steps, each with its
+# own time limit; logs and outputs gather in $LOGS, packed after each step into $OUT/gpu_draws.tgz.
+#   1. tests/test_cuda.py (device draws against their exact q, a sync-free sampled step, a device-draws run resumed);
+#   2. benchmarks/train_step.py on every Table 4 method, draws cpu and device: ms a step alone and chained, host
+#      syncs a step by source line (train_step_midx_table4_paper_ptb_cuda_draws.{json,md});
+#   3. benchmarks/train_concurrency.py: k runs of lstm_midx_pq with device draws on the one GPU.
+# Carry data/processed/ptb and .whl (benchmarks/gpu_env.sh). A check on the CPU (no GPU: steps 2-3 only):
+#   DEVICE=cpu STEPS=2 METHODS=lstm_midx_pq K="1" SKIP_TESTS=1 bash benchmarks/gpu_draws.sh
+# PYTEST_K: a -k expression for step 1; every process runs on one CPU thread, as the DAG's jobs.
+set -u
+LOGS=${LOGS:-/tmp/gpu_draws} DEVICE=${DEVICE:-cuda} STEPS=${STEPS:-30}
+mkdir -p "$LOGS"
+pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/gpu_draws.tgz" -C "$LOGS" . ; }
+. benchmarks/gpu_env.sh
+[ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+step() {  # step NAME SECONDS command...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  echo "== $name: rc $? in $((SECONDS - t0)) s (limit $limit)"; tail -n 4 "$LOGS/$name.log"
+}
+[ -z "${SKIP_TESTS:-}" ] && { step pytest_cuda 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py ${PYTEST_K:+-k "$PYTEST_K"}; pack; }
+step train_step 200 python3 benchmarks/train_step.py --experiment config/experiments/midx/table4.yaml --scale paper \
+  --dataset ptb --processed data/processed/ptb/dataset.npz --device "$DEVICE" --steps "$STEPS" --skip-eval --threads 1 \
+  --draws cpu device ${METHODS:+--methods $METHODS} --name "train_step_midx_table4_paper_ptb_${DEVICE}_draws" --out-dir "$LOGS"
+grep "^| " "$LOGS/train_step.log"; pack
+step concurrency 130 python3 benchmarks/train_concurrency.py --experiment config/experiments/midx/table4.yaml \
+  --dataset ptb --processed data/processed/ptb/dataset.npz --method lstm_midx_pq --k ${K:-1 4 8} --steps 200 \
+  --device "$DEVICE" --draws device --name "train_concurrency_ptb_${DEVICE}_draws"
+cp benchmarks/out/train_concurrency_ptb_"${DEVICE}"_draws.* "$LOGS/" 2>/dev/null; grep "^| " "$LOGS/concurrency.log"; pack
+exit 0
