@@ -1,7 +1,7 @@
 """The paper scale's cost plan: for every artifact, its runs, which are kept in the reference tree (whole
 or cut after some epochs), the measured ms a step on a CPU and on a GPU with the projected hours of each
 run, and the total still to spend. Nothing is typed: runs come from the experiment files, kept runs from
-`reference/paper-cpu/results/`, step rates from every `benchmarks/out/train_step_*.json` (written by
+`reference/paper/results/`, step rates from every `benchmarks/out/train_step_*.json` (written by
 benchmarks/train_step.py; its `matmul floor ms` where the record has one). A run's hours scale the
 measured projection to the experiment's epochs; a kept run cut after k epochs still owes the rest.
 
@@ -91,7 +91,7 @@ def markdown(rows: list[dict]) -> str:
         arts.setdefault((r["paper"], r["artifact"]), []).append(r)
     lines = ["# Cost plan of the paper scale", "",
              "Per artifact: its own runs (views render other artifacts' runs and are not listed), how many are kept "
-             "in `reference/paper-cpu` whole or cut short, and the hours the rest still needs from measured step rates "
+             "in `reference/paper` whole or cut short, and the hours the rest still needs from measured step rates "
              "(`benchmarks/out/train_step_*.json`: CPU at the threads named there, GPU on the card named there); "
              "`unmeasured` runs have no step rate yet. Rendered by `python benchmarks/paper_cost.py`.", "",
              "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
@@ -127,7 +127,7 @@ PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kept", type=Path, default=REPO / "reference" / "paper-cpu" / "results" / "paper")
+    p.add_argument("--kept", type=Path, default=REPO / "reference" / "paper" / "results" / "paper")
     p.add_argument("--out-dir", type=Path, default=OUT)
     a = p.parse_args()
     rows = plan(a.kept, step_records(OUT))

@@ -39,7 +39,7 @@ def test_readme_headline_rows_are_the_kept_trees_claims():
     from xcbench.reporting.report import HEADLINE_END, HEADLINE_START, headlines_markdown
     text = (REPO / "README.md").read_text()
     region = text.split(HEADLINE_START, 1)[1].split(HEADLINE_END, 1)[0]
-    kept = sorted((REPO / "reference" / "paper-cpu" / "figures").glob("*/claims.json"))
+    kept = sorted((REPO / "reference" / "paper" / "figures").glob("*/claims.json"))
     assert region.strip() == headlines_markdown(kept).strip()
     assert region.count("\n|") >= 2, "no headline row: quote the abstract in claims (`abstract:`) and rerender"
 

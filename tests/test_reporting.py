@@ -186,7 +186,7 @@ def test_rerender_reference_tree_from_kept_results(tmp_path):
 
     from conftest import REPO
 
-    shutil.copytree(REPO / "reference" / "paper-cpu" / "results", tmp_path / "results")
+    shutil.copytree(REPO / "reference" / "paper" / "results", tmp_path / "results")
     r = subprocess.run([sys.executable, "-m", "xcbench", "rerender", "--root", str(tmp_path), "--scale", "paper"],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
@@ -197,7 +197,7 @@ def test_rerender_reference_tree_from_kept_results(tmp_path):
     # RFF time 2.3x > 2x, MSE gaps 45x < 100x and 6x < 3,200x
     assert "Scale: paper. 4/7 claims of the paper held (3 not held)." in claims
     assert (tmp_path / "figures" / "rff" / "table1.md").read_text() == \
-        (REPO / "reference" / "paper-cpu" / "figures" / "rff" / "table1.md").read_text()
+        (REPO / "reference" / "paper" / "figures" / "rff" / "table1.md").read_text()
 
 
 def test_across_claim_gain_on_the_sparsest(tmp_path):
@@ -339,7 +339,7 @@ def test_kept_runs_render_without_their_optional_library(monkeypatch):
     real = registry.unavailable
     monkeypatch.setattr(registry, "unavailable", lambda methods: {
         **real(methods), **{m: "needs annoy" for m, s in methods.items() if s.get("params", {}).get("selector") == "annoy"}})
-    f, kept = REPO / "config/experiments/class_selection/table1.yaml", REPO / "reference/paper-cpu/results"
+    f, kept = REPO / "config/experiments/class_selection/table1.yaml", REPO / "reference/paper/results"
     exp = for_rendering(f, "paper", kept)
     assert "annoy_1" in exp["methods"] and "annoy_1" not in exp.get("unavailable", {})
     assert any(r["method"] == "annoy_1" for r in collect(kept, exp))

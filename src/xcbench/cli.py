@@ -243,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
          opt("--experiments", "folder of the paper's experiment files", required=True), SCALE, RES)
     verb("report", cmd_report, O, opt("--claims", "claims.json files to gather", nargs="*", default=[]),
          opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
-    verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper-cpu)", required=True),
+    verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper)", required=True),
          opt("--scale", "scale of the kept results (default %(default)s)", default="paper"),
          opt("--readme", "also write the claims marked `headline: true` into this file's headline region "
              "(README.md)", default=None))

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Table 4's PTB-LSTM MIDX-pq and MIDX-rq at paper settings with another seed, on a lent GPU: the kept
-# column (reference/paper-cpu, seed 0, CPU) has them 1.9% apart, rq behind pq, against the paper's order.
+# column (reference/paper, seed 0, CPU) has them 1.9% apart, rq behind pq, against the paper's order.
 # Both side by side for at most $LIMIT seconds (benchmarks/gpu_runs.sh: cut runs ended with --finish,
 # results packed into $OUT/midx_seeds.tgz, checkpoints of cut runs beside it in parts).
 #

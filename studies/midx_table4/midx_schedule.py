@@ -13,7 +13,7 @@ per run,
 beside the test perplexity the run recorded and the paper's value (the experiment's literature rows).
 Nothing is trained: it reads finished or kept runs in a second. Writes studies/midx_table4/out/midx_schedule.{json,md}.
 
-    python studies/midx_table4/midx_schedule.py reference/paper-cpu/results/paper/midx/table4/ptb/*/seed0
+    python studies/midx_table4/midx_schedule.py reference/paper/results/paper/midx/table4/ptb/*/seed0
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 only from their training logs (`xcbench train`'s per-epoch lines), e.g. runs on a lent GPU that were cut
 before they wrote metrics. Trains nothing.
 
-    python studies/midx_table4/midx_seed_curves.py --kept reference/paper-cpu/results/paper/midx/table4/ptb/lstm_midx_{pq,rq}/seed0 \
+    python studies/midx_table4/midx_seed_curves.py --kept reference/paper/results/paper/midx/table4/ptb/lstm_midx_{pq,rq}/seed0 \
         --logs studies/midx_table4/out/gpu_midx_seed1_lstm_midx_{pq,rq}.log --about "seed 1, H200" "seed 1, H200" \
         --name midx_seed_curves
 

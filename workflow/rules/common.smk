@@ -30,7 +30,7 @@ FIG = config["figures"]
 DEVICE = config["device"]
 # The quick and tiny scales are CPU scales: with `device: auto` their runs stay on the CPU (same numbers on
 # every machine, no GPU queue on a cluster); paper-scale runs take CUDA when present.
-MEM_MB = {"tiny": 2000, "quick": 6000, "paper": 16000}  # measured peaks: paper-cpu runs <= 6.9 GB RSS (table7 Full)
+MEM_MB = {"tiny": 2000, "quick": 6000, "paper": 16000}  # measured peaks: the kept paper-scale CPU runs <= 6.9 GB RSS (table7 Full)
 
 
 def run_device(scale):

@@ -51,7 +51,7 @@ def for_rendering(path: str | Path, scale: str, results: str | Path) -> dict:
 
 def with_runs_only(exp: dict, records: list[dict]) -> dict:
     """The experiment narrowed to the datasets and methods that have runs among `records`: a kept
-    results tree (reference/paper-cpu) that holds a few of an artifact's runs renders as a table of
+    results tree (reference/paper) that holds a few of an artifact's runs renders as a table of
     those, not one of empty cells; the caption says so, and `without_runs` lists the labels left out (a
     figure's title that names them says so). It renders what it holds whatever this machine
     has installed, so without `unavailable` (no "Not run here"). Unchanged when every run is there."""
