@@ -54,6 +54,27 @@ FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 CORRECTIONS = ("negatives", "both")
 
 
+class RowDots(torch.autograd.Function):
+    """dots (B, k) = h (B, 1, d) . E_s (B, k, d), computed as torch.bmm(h, E_s^T) computes them (the same
+    products, bit for bit), with a backward that writes the rows' gradient g_bk h_b in E_s's own layout.
+    Autograd's bmm backward returns it transposed, and making it contiguous for the embedding's backward
+    took 42 of a 74-ms step at B = 256, m = 100, d = 128 on one CPU thread (xcbench/faces quick). The
+    outer product is a bmm with an inner size of 1 (exact products), 9x faster there than a broadcast mul."""
+
+    @staticmethod
+    def forward(ctx, h, E_s):
+        ctx.save_for_backward(h, E_s)
+        return torch.bmm(h, E_s.transpose(1, 2)).squeeze(1)                                   # (B, k)
+
+    @staticmethod
+    def backward(ctx, g):
+        h, E_s = ctx.saved_tensors
+        g = g.unsqueeze(1)                                                                    # (B, 1, k)
+        g_h = torch.bmm(g, E_s) if ctx.needs_input_grad[0] else None                          # (B, 1, d)
+        g_E = torch.bmm(g.transpose(1, 2), h) if ctx.needs_input_grad[1] else None            # (B, k, d)
+        return g_h, g_E
+
+
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
                          m: int, log_q_t: torch.Tensor | None = None) -> torch.Tensor:
     """Per-example loss (B,) from o_t (B,), negatives' logits o_s (B, m), their log q and hit mask;
@@ -192,7 +213,7 @@ class SampledSoftmax(NormalizedSoftmax):
         """h (B, 1, d) against class rows `ids` (B, k): dots divided by the rows' norms when normalising,
         without materialising normalised (B, k, d) copies (the step's cost is these passes)."""
         E_s = F.embedding(ids, self.E, sparse=self.sparse_grad)                               # (B, k, d)
-        dots = (h @ E_s.transpose(1, 2)).squeeze(1)                                           # (B, k)
+        dots = RowDots.apply(h, E_s)                                                          # (B, k)
         return dots / E_s.norm(dim=-1).clamp(min=1e-12) if self.normalize else dots
 
     def loss(self, h, y, idx, gen):
