@@ -96,3 +96,14 @@ def test_no_threshold_is_looser_than_the_papers_number_by_more_than_it_states(pa
         assert f <= bound * claim["tolerance"], f"{claim['id']}: factor {f} looser than {bound} x {claim['tolerance']}"
     else:
         assert f >= bound / claim["tolerance"], f"{claim['id']}: factor {f} looser than {bound} / {claim['tolerance']}"
+
+
+ALL = [(f.stem, c) for f in sorted((REPO / "config" / "claims").glob("*.yaml")) for c in read_yaml(f)["claims"]]
+
+
+@pytest.mark.parametrize("paper,claim", ALL, ids=[f"{p}-{c['id']}" for p, c in ALL])
+def test_every_claim_quotes_what_of_its_paper_it_encodes(paper, claim):
+    """A claim names the paper's words or numbers it encodes: a sentence of the abstract (`abstract`), another
+    sentence (`quote`) or the table cells / figure values (`paper`), so a reader can check the encoding."""
+    said = [claim.get(k) for k in ("abstract", "quote", "paper")]
+    assert any(isinstance(s, str) and s.strip() for s in said), f"{paper}/{claim['id']}: add abstract, quote or paper"
