@@ -414,3 +414,14 @@ def test_captions_name_the_machine_of_each_run():
                            rec("a_u", 0, "AMD EPYC (1 threads)"), rec("b_u", 1, "NVIDIA H100")])
     assert mixed == "Ran on: AMD EPYC (1 thread): Full (seed 1), a_u (seed 0); NVIDIA H100: Full (seed 0), b_u (seed 1)."
     assert machines(exp, []) == ""
+
+
+def test_pareto_front_keeps_the_undominated_methods_cheapest_first():
+    """Hand-made points (accuracy, cost): b is dominated by a (less accurate, dearer), d by c (as accurate,
+    dearer); e ties a exactly and stays; the front reads cheapest first."""
+    from xcbench.reporting.fronts import pareto_front
+
+    pts = {"a": (0.50, 10.0), "b": (0.45, 12.0), "c": (0.60, 20.0), "d": (0.60, 25.0), "e": (0.50, 10.0),
+           "f": (0.70, 90.0)}
+    assert pareto_front(pts) == ["a", "e", "c", "f"]
+    assert pareto_front({"x": (0.1, 1.0)}) == ["x"] and pareto_front({}) == []

@@ -1,0 +1,66 @@
+"""Which output layer: per dataset, the methods on the accuracy-cost Pareto front (issue #53, xcbench's own
+benchmark; no paper has it).
+
+A method (mean over seeds of accuracy y and cost c) is on the front when no other method has y' >= y and
+c' <= c with one of the two strict. Read from the cheapest: for a budget B, the method to use is the last
+front member with c <= B, and each step along the front buys the accuracy it shows for the cost it shows.
+`render: {renderer: front_table, y: <accuracy key>, ylabel, costs: [{key, label, scale, digits}]}` renders
+one row per dataset and cost: the number of classes, the front cheapest first with the numbers behind each
+cell, and which runs (methods x seeds) the cell rests on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xcbench.io import write_text
+from xcbench.registry import RENDERERS
+from xcbench.reporting.collect import aggregate, collect
+from xcbench.reporting.labels import method_label, pretty
+from xcbench.reporting.captions import footer
+from xcbench.reporting.tables import to_csv, to_html, to_latex, to_markdown
+
+
+def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
+    """Names on the front of {name: (accuracy, cost)} (higher accuracy, lower cost), cheapest first; of
+    equal points both stay."""
+    def dominated(a: tuple[float, float]) -> bool:
+        return any(b[0] >= a[0] and b[1] <= a[1] and b != a for b in points.values())
+
+    return sorted((k for k, v in points.items() if not dominated(v)), key=lambda k: (points[k][1], -points[k][0]))
+
+
+def _n_classes(recs: list[dict], dataset: str) -> str:
+    n = {r.get("n_classes") for r in recs if r["dataset"] == dataset and r.get("n_classes")}
+    return f"{n.pop():,}" if len(n) == 1 else "–"
+
+
+@RENDERERS.register("front_table")
+def front_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    opts = exp["render"]
+    y, ylab = opts["y"], opts.get("ylabel", opts["y"])
+    recs = collect(results, exp)
+    header = ["Dataset", "classes", "cost", f"front, cheapest first: method ({ylab}, cost)", "runs"]
+    rows, long = [], []
+    for d in exp["datasets"]:
+        for c in opts["costs"]:
+            scale, digits = float(c.get("scale", 1.0)), int(c.get("digits", 1))
+            points, seeds = {}, 0
+            for m in exp["methods"]:
+                a, b = aggregate(recs, d, m, y), aggregate(recs, d, m, c["key"])
+                if a and b:
+                    points[m] = (a["mean"], b["mean"] * scale)
+                    seeds += min(a["n"], b["n"])
+            front = pareto_front(points)
+            cells = [f"{method_label(exp, m)} ({points[m][0]:.3f}, {points[m][1]:.{digits}f})" for m in front]
+            rows.append([pretty(d), _n_classes(recs, d), c["label"], "; ".join(cells) or "–",
+                         f"{len(points)} methods, {seeds} runs"])
+            long += [[d, c["key"], m, points[m][0], points[m][1], m in front] for m in points]
+    caption = exp.get("title", exp["artifact"])
+    foot = ("A method is on the front when no other is at least as accurate and at most as costly (means over seeds). "
+            "For a budget, use the last front member within it. " + footer(exp, catalogue, recs))
+    write_text(f"{out}.md", to_markdown(header, rows, caption, foot))
+    write_text(f"{out}.tex", to_latex(header, rows, caption, foot))
+    write_text(f"{out}.csv", to_csv(["dataset", "cost", "method", "accuracy", "cost_value", "on_front"], long))
+    write_text(f"{out}.html", to_html(header, rows, caption, foot))
+    return [Path(f"{out}.{e}") for e in ("md", "tex", "csv", "html")]
