@@ -1,5 +1,5 @@
-"""Which output layer: per dataset, the methods on the accuracy-cost Pareto front (issue #53, xcbench's own
-benchmark; no paper has it).
+"""Which output layer: per dataset, the methods on the accuracy-cost Pareto front (xcbench's own benchmark,
+no paper has it).
 
 A method (mean over seeds of accuracy y and cost c) is on the front when no other method has y' >= y and
 c' <= c with one of the two strict. Read from the cheapest: for a budget B, the method to use is the last
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from xcbench.io import write_text
 from xcbench.registry import RENDERERS
+from xcbench.reporting.captions import footer
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.labels import method_label, pretty
-from xcbench.reporting.captions import footer
 from xcbench.reporting.tables import to_csv, to_html, to_latex, to_markdown
 
 
