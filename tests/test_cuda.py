@@ -286,3 +286,31 @@ def test_dropout_with_device_draws_keeps_1_minus_p_and_never_waits_for_the_gpu()
     kept = (out != 0).double().mean().item()
     assert abs(kept - (1 - p)) < 5 * ((p * (1 - p)) / x.numel()) ** 0.5
     assert torch.allclose(out[out != 0], torch.full_like(out[out != 0], 1 / (1 - p)))
+
+
+@pytest.mark.skipif(STANDIN, reason="CUDA graphs exist on CUDA only")
+@pytest.mark.parametrize("head, params", [("full_softmax", {}), ("sampled_softmax", {"sampler": "midx_rq", "m": 8,
+                                                                                    "sampler_params": {"K": 4}})])
+def test_a_cuda_graph_run_gives_the_eager_runs_metrics(prepared, tmp_path, head, params):
+    """train.cuda_graph (graphs.py) on a tiny LSTM language model, 3 epochs (a capture per epoch, after 2 warm-up
+    steps), draws on the device: the replayed steps are the eager ones, so the test metrics agree to float tolerance."""
+    from conftest import train_run
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    processed, entry = prepared("synthetic-lm-tiny")
+    exp = {"paper": "t", "artifact": "g", "scale": "tiny", "task": {"name": "lm", "params": {"bptt": 10, "eval_tokens": 500}},
+           "model": {"encoder": {"name": "lstm_lm", "emb": 16, "hidden": 16, "layers": 1, "dropout": 0.0}},
+           "methods": normalise_methods({"m": {"head": head, "params": params}}), "seeds": [0],
+           "datasets": ["synthetic-lm-tiny"],
+           "train": {"epochs": 3, "batch_size": 8, "lr": 1.0, "optimizer": "sgd", "grad_clip": 0.25, "draws": "device"}}
+    out = {}
+    for graph in (False, True):
+        e = copy.deepcopy(exp)
+        e["train"]["cuda_graph"] = graph
+        task = make_task(copy.deepcopy(e), entry, processed, None, CUDA, 0)
+        out[graph] = train_run(e, task, "synthetic-lm-tiny", "m", 0, tmp_path / str(graph), CUDA)["metrics"]
+    for k, a in out[False].items():
+        if isinstance(a, float):
+            assert out[True][k] == pytest.approx(a, rel=1e-4, abs=1e-6), k

@@ -112,6 +112,22 @@ def test_train_draws_names_the_loss_generators_device(tiny_xmc, tiny_exp, tmp_pa
         set_generator_state(torch.Generator(), torch.zeros(16, dtype=torch.uint8), tmp_path / "checkpoint.pt")
 
 
+def test_cuda_graph_asks_for_a_gpu_device_draws_and_a_capturable_head(tiny_xmc, tiny_exp, tmp_path):
+    from xcbench.config import ConfigError
+    from xcbench.graphs import check
+
+    tiny_exp["train"]["cuda_graph"] = True
+    with pytest.raises(ConfigError, match="train.cuda_graph needs a CUDA device"):
+        _run(tiny_xmc, tiny_exp, tmp_path / "g")
+    head = type("H", (), {"graph_safe": True})()
+    with pytest.raises(ConfigError, match="needs train.draws: device"):
+        check({"cuda_graph": True}, torch.device("cuda"), head)
+    with pytest.raises(ConfigError, match="cannot be captured"):
+        check({"cuda_graph": True, "draws": "device"}, torch.device("cuda"), type("S", (), {})())
+    assert check({"cuda_graph": True, "draws": "device"}, torch.device("cuda"), head)
+    assert not check({}, torch.device("cuda"), head)
+
+
 def test_metrics_json_records_time_memory_versions(tiny_xmc, tiny_exp, tmp_path):
     m = _run(tiny_xmc, tiny_exp, tmp_path / "r")
     assert m["wall_time_s"] > 0 and m["time_per_epoch_s"] > 0 and m["epochs"] == 3
@@ -354,3 +370,48 @@ def test_a_train_job_builds_its_run_once(tiny_xmc, tmp_path, monkeypatch):
     assert seen["options"] == train.FitOptions(checkpoint_minutes=7.0)
     resolved = (tmp_path / "out" / "config.resolved.yaml").read_text()
     assert "checkpoint_minutes" not in resolved  # how the job ran is not a setting of the run
+
+
+def test_graphed_step_warms_up_captures_once_copies_each_batch_in_and_runs_other_shapes_eagerly(monkeypatch):
+    """graphs.GraphedStep's bookkeeping with CUDA's graph and stream calls stood in for (a fake graph whose replay
+    reads the captured inputs): 2 eager warm-up steps, one capture, then each batch copied into the captured inputs
+    before its replay; a batch of another shape runs eagerly; reset captures again. The equality of a captured run
+    with an eager one is tests/test_cuda.py's (on a GPU)."""
+    import contextlib
+
+    from xcbench import graphs
+
+    seen, gs = [], None
+
+    class FakeGraph:
+        def register_generator_state(self, g):
+            pass
+
+        def replay(self):
+            seen.append(("replay", gs.inputs[0].clone()))
+
+    class FakeStream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: FakeStream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph", lambda g: contextlib.nullcontext())
+
+    def step(x, y, idx):
+        seen.append(("eager", x.clone()))
+        return x.sum()
+
+    gs = graphs.GraphedStep(step)
+    batches = [torch.full((2, 3), float(i)) for i in range(6)] + [torch.full((1, 3), 9.0)]
+    for x in batches:
+        gs(x, x, None)
+    kinds = [k for k, _ in seen]
+    assert kinds == ["eager", "eager", "eager", "replay", "replay", "replay", "replay", "eager"]  # 3rd: the capture
+    assert [float(v[0, 0]) for k, v in seen if k == "replay"] == [2.0, 3.0, 4.0, 5.0]
+    assert gs.captures == 1 and gs.replays == 4
+    gs.reset()
+    gs(batches[0], batches[0], None)
+    assert seen[-1][0] == "eager" and gs.graph is None

@@ -35,6 +35,8 @@ from xcbench.checkpoint import load_checkpoint, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
 from xcbench.features.base import Dropout
+from xcbench.graphs import GraphedStep
+from xcbench.graphs import check as graphs_wanted
 from xcbench.io import torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
@@ -201,6 +203,9 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
     check_every = 1 if device.type == "cpu" else CHECK_EVERY  # reading the loss sum on a GPU waits for it
+    clip = train_cfg.get("grad_clip")
+    graphed = GraphedStep(lambda x, y, idx: train_step(model, opt, x, y, idx, loss_gen, 0, clip),
+                          (loss_gen,)) if graphs_wanted(train_cfg, device, model.head) else None
     every_s = 60 * float(options.checkpoint_minutes or 0) if model.head.resumes_mid_epoch else 0.0
     state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict(), "gen": gen.get_state(),  # noqa: E731
                      "loss_gen": loss_gen.get_state(), "index_gen": index_gen.get_state(),
@@ -217,6 +222,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         if not skip:  # resumed inside the epoch: its start (index builds, HF-A's phase) is in the checkpoint
             stop_after(options.stop_after, epoch, epochs, out_dir)  # --stop-after N: N epochs trained (this run or before)
             model.head.on_epoch_start(epoch * nb, index_gen)
+        if graphed:  # a new learning rate, rebuilt indices: capture again
+            graphed.reset()
         epoch_gen = gen.get_state()  # before this epoch's permutation: what a checkpoint inside the epoch stores
         total, count, parts, t_before = partial or (0.0, 0, {}, 0.0)
         total = torch.tensor(total, dtype=torch.float64, device=device)  # the sum of losses stays on the device
@@ -225,7 +232,8 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         tick = progress(label, epoch + 1, nb, skip) if batches.disable else lambda step: None
         for step, (x, y, idx) in enumerate(batches, start=skip):
             tick(step)
-            loss = train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, train_cfg.get("grad_clip"))
+            loss = (graphed(x, y, idx) if graphed else
+                    train_step(model, opt, x, y, idx, loss_gen, epoch * nb + step + 1, clip))
             total += loss.detach().double() * x.shape[0]  # the float64 sum `loss.item() * B` made on the host
             count += x.shape[0]
             for k, v in model.head.loss_parts.items():

@@ -17,7 +17,9 @@
 Capabilities are class attributes (`multi_label`: accepts padded multi-label targets;
 `resumes_mid_epoch`: keeps no state outside its parameters, buffers and the loop's generators, its
 hooks' effects included, so a run may checkpoint and resume inside an epoch; `on_epoch_start` is then
-not called again for the resumed epoch), so the training loop never branches on a method name.
+not called again for the resumed epoch; `graph_safe`: its step neither synchronises with the host nor
+reads the step count, so `train.cuda_graph` may capture it), so the training loop never branches on a
+method name.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def check_param(head: str, name: str, value, lo: float, hi: float = math.inf, op
 class Head(nn.Module):
     multi_label = True
     resumes_mid_epoch = False
+    graph_safe = False  # its training step may be captured as a CUDA graph (graphs.py): no host sync, no step count
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator) -> None:
         super().__init__()

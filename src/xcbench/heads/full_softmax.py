@@ -32,6 +32,7 @@ def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 @HEADS.register("full_softmax")
 class FullSoftmax(LinearHead):
     resumes_mid_epoch = True  # no index, no hook: a long epoch may checkpoint inside
+    graph_safe = True
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
                  probe_ks: list[int] | None = None) -> None:

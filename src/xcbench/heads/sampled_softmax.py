@@ -45,6 +45,7 @@ from torch import nn
 from xcbench.heads.base import Head, check_param, class_weights
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS, SAMPLERS
+from xcbench.samplers.base import Sampler
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
 from xcbench.seed import rand
 
@@ -155,6 +156,11 @@ class SampledSoftmax(NormalizedSoftmax):
         self.register_buffer("cdf", torch.zeros(2, 2, RANKS))
         self.register_buffer("cdf_calls", torch.zeros((), dtype=torch.long))
         self.register_buffer("order", torch.arange(n_classes))  # classes by decreasing training frequency
+
+    @property
+    def graph_safe(self) -> bool:
+        """Capturable (graphs.py) unless the sampler refreshes rows after each step (torch.unique) or trains."""
+        return not self.sampler.updates_rows and type(self.sampler).fit_step is Sampler.fit_step
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
