@@ -98,7 +98,7 @@ def test_train_draws_names_the_loss_generators_device(tiny_xmc, tiny_exp, tmp_pa
     error naming the key; a checkpoint's generator state that does not fit says which setting to resume with."""
     from test_interfaces import _sampled
 
-    from xcbench.train import set_generator_state
+    from xcbench.checkpoint import set_generator_state
 
     exp = _sampled(tiny_exp, "unigram")
     exp["train"]["epochs"] = 1

@@ -84,3 +84,13 @@ def stop_after(n: int | None, done: int, epochs: int, out_dir: Path) -> None:
     if n is not None and done >= int(n):
         raise StopAfter(f"{out_dir}: stopped after epoch {done} of {epochs} (--stop-after {n}); its checkpoint stays: "
                         "`--finish` tests its best epoch so far, the same command without --stop-after goes on")
+
+
+def set_generator_state(gen: torch.Generator, state: torch.Tensor, ckpt_path: Path) -> None:
+    """Restore a generator from a checkpoint, naming the setting when the checkpoint's draws were made on
+    another kind of device (a CPU generator's state is 5,056 bytes, a CUDA one's 16)."""
+    try:
+        gen.set_state(state)
+    except RuntimeError as e:
+        raise ValueError(f"{ckpt_path}: its generator state does not fit this run's {gen.device.type} generator "
+                         f"({e}); resume with the `train.draws` and device it was saved with") from None

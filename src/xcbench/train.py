@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from xcbench.checkpoint import load_checkpoint, stop_after
+from xcbench.checkpoint import load_checkpoint, set_generator_state, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
 from xcbench.features.base import Dropout
@@ -114,16 +114,6 @@ def check_finite(total: torch.Tensor, out_dir: Path, epoch: int, step: int, ever
         at = f"step {step + 1}" if every == 1 else f"one of the {every} steps up to {step + 1}"
         raise TrainingDiverged(f"{out_dir}: training loss became non-finite ({total.item()}) at epoch {epoch + 1}, "
                                f"{at}; lower train.lr (now {lr:g}) or check the input features for NaN/inf")
-
-
-def set_generator_state(gen: torch.Generator, state: torch.Tensor, ckpt_path: Path) -> None:
-    """Restore a generator from a checkpoint, naming the setting when the checkpoint's draws were made on
-    another kind of device (a CPU generator's state is 5,056 bytes, a CUDA one's 16)."""
-    try:
-        gen.set_state(state)
-    except RuntimeError as e:
-        raise ValueError(f"{ckpt_path}: its generator state does not fit this run's {gen.device.type} generator "
-                         f"({e}); resume with the `train.draws` and device it was saved with") from None
 
 
 def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: torch.Generator, step: int,
