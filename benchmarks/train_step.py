@@ -81,6 +81,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     _sync(device)
     build_s = time.perf_counter() - t0
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", draws_device(draws, device))
+    clip = train_cfg.get("grad_clip")
     times, waits = [], []   # the step; the wait for its batch (rows generated per batch: data/faces.py)
     batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)
     for i in range(steps + 1):
@@ -92,18 +93,17 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
             try:
                 with FlopCounterMode(display=False) as counter:
-                    train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
+                    train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
                 matmul_flops = counter.get_total_flops()
             except (RuntimeError, NotImplementedError) as e:  # an operator the counter cannot trace: no floor
                 print(f"train_step: {method}: no FLOP count ({type(e).__name__}: {e})", flush=True)
                 matmul_flops = float("nan")
         else:
-            train_step(model, opt, x, y, idx, loss_gen, i + 1, train_cfg.get("grad_clip"))
+            train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
         _sync(device)
         times.append(time.perf_counter() - t0)
     # the same steps back to back, one synchronisation at the end: what the training loop sees when nothing
     # inside a step waits for the GPU (xcbench.train reads the loss sum every CHECK_EVERY steps)
-    clip = train_cfg.get("grad_clip")
     batches = list(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps))
     _sync(device)
     t0 = time.perf_counter()

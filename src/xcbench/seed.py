@@ -14,7 +14,7 @@ of 111,510 draws (n up to 5,000) fell into a neighbouring class (measured on the
 `train.draws: device` is the other choice, for GPU runs bound by launches and synchronisation: the
 training loop's loss generator (negatives, selectors' random fill, multi-label picks) is then made on
 the model's device, every draw stays there and nothing waits for the host; the classes drawn differ
-from the CPU's (another generator) and follow the same distributions (tests/test_device_draws.py, a
+from the CPU's (another generator) and follow the same distributions (tests/test_cuda.py, a
 chi-square test per sampler on a GPU). On the CPU both choices are the same generator.
 Ops that cannot take a generator (dropout) use torch's global CPU stream, which `seed_global` seeds
 and checkpoints save/restore; the dropout inside nn.LSTM and

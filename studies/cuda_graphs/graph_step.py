@@ -3,10 +3,11 @@
 With `train.draws: device` a step makes no host synchronisation (tests/test_cuda.py), yet on an H200 the PTB
 steps stay at 7-12 ms (LSTM) and 23-27 ms (Transformer) against matmul floors of 0.1-0.3 ms
 (benchmarks/out/train_step_midx_table4_paper_ptb_cuda_draws.md): the host launches kernels more slowly than the GPU
-runs them. This captures one whole training step (loss, backward, clipping, optimizer, after-step hook) in a
-torch.cuda.CUDAGraph, after warm-up steps on a side stream, and replays it on each batch copied into the captured
-input buffers; per method it reports the chained eager step and the replayed step (same batches, ms a step), the
-mean loss of each (they draw other negatives, so close, not equal), or why capture failed.
+runs them. This captures one whole training step (loss, backward, clipping, optimizer, after-step hook) with
+`xcbench.graphs.GraphedStep` (what `train.cuda_graph` uses: warm-up steps on a side stream, one capture) and
+replays it on each batch copied into the captured input buffers; per method it reports the chained eager step
+and the replayed step (same batches, ms a step), the mean loss of each (consecutive stretches of one run), or
+why capture failed.
 
     python studies/cuda_graphs/graph_step.py --processed data/processed/ptb/dataset.npz --out-dir /tmp/graphs
 """
@@ -38,6 +39,7 @@ def chained_ms(step, batches) -> tuple[float, float]:
 
 
 def one(exp, task, dataset, method, steps, device) -> dict:
+    from xcbench.graphs import GraphedStep
     from xcbench.seed import torch_generator
     from xcbench.train import train_step
 
@@ -50,32 +52,15 @@ def one(exp, task, dataset, method, steps, device) -> dict:
     def eager(b):
         return train_step(model, opt, *b, gen, 1, clip).detach()
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as capture wants
-        for b in batches[:3]:
-            eager(b)
-    torch.cuda.current_stream().wait_stream(side)
+    for b in batches[:3]:
+        eager(b)
     eager_ms, eager_loss = chained_ms(eager, batches[3:])
     row = {"method": method, "eager_ms": eager_ms, "eager_loss": eager_loss}
-    try:
-        x0, y0, i0 = (t.clone() if torch.is_tensor(t) else t for t in batches[0])
-        graph = torch.cuda.CUDAGraph()
-        if hasattr(graph, "register_generator_state"):
-            graph.register_generator_state(gen)
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            static_loss = train_step(model, opt, x0, y0, i0, gen, 1, clip)
-
-        def replay(b):
-            x0.copy_(b[0])
-            y0.copy_(b[1])
-            if torch.is_tensor(i0):
-                i0.copy_(b[2])
-            graph.replay()
-            return static_loss.detach().clone()
-
-        row["graph_ms"], row["graph_loss"] = chained_ms(replay, batches[3:])
+    try:  # the training loop's own capture (xcbench.graphs): WARMUP eager steps on a side stream, then one capture
+        graphed = GraphedStep(lambda x, y, idx: train_step(model, opt, x, y, idx, gen, 1, clip), (gen,))
+        for b in batches[:3]:
+            graphed(*b)
+        row["graph_ms"], row["graph_loss"] = chained_ms(lambda b: graphed(*b).detach().clone(), batches[3:])
         row["speedup"] = eager_ms / row["graph_ms"]
     except Exception as e:  # noqa: BLE001 (a study: the reason capture fails is the finding)
         row["error"] = f"{type(e).__name__}: {str(e)[:300]}"

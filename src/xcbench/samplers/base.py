@@ -29,7 +29,6 @@ from torch import nn
 class Sampler(nn.Module):
     needs_index = False        # True: `update(class_emb)` must run before sampling (at each epoch start)
     update_every_step = False  # True: cheap enough to refresh from the current embeddings every step
-    updates_rows = False       # True: `update_rows` refreshes the index after each step (kernel trees)
     draws: int | None = None   # draws per query, set by the head: a sampler may pick its method by cost
 
     def __init__(self, n_classes: int) -> None:
@@ -41,6 +40,11 @@ class Sampler(nn.Module):
 
     def update(self, class_emb: torch.Tensor, gen: torch.Generator | None) -> None:
         """Rebuild the index from the current class embeddings (k-means, tree, hash); default no-op."""
+
+    @property
+    def updates_rows(self) -> bool:
+        """Whether `update_rows` refreshes the index after each step: a sampler that overrides it (kernel trees)."""
+        return type(self).update_rows is not Sampler.update_rows
 
     def update_rows(self, ids: torch.Tensor, new_emb: torch.Tensor) -> None:
         """Refresh the index for the changed classes `ids` (distinct) after an optimizer step; default no-op."""

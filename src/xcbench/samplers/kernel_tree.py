@@ -47,7 +47,6 @@ class KernelTree(Sampler):
     is carried down as the next parent mass; `sample` and `log_prob` run the same arithmetic."""
 
     needs_index = True
-    updates_rows = True  # the tree's sums follow the rows each step changes
 
     def __init__(self, n_classes: int, dense_nodes: int | None = None) -> None:
         super().__init__(n_classes)
