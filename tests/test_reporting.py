@@ -425,3 +425,7 @@ def test_pareto_front_keeps_the_undominated_methods_cheapest_first():
            "f": (0.70, 90.0)}
     assert pareto_front(pts) == ["a", "e", "c", "f"]
     assert pareto_front({"x": (0.1, 1.0)}) == ["x"] and pareto_front({}) == []
+    # a loss (perplexity, better="min"): the same points with y negated give the same front
+    assert pareto_front({k: (-y, c) for k, (y, c) in pts.items()}, better="min") == ["a", "e", "c", "f"]
+    # by hand: p (ppl 200, 5 ms), q (150, 9), r (160, 9: dominated by q), s (300, 20: dominated by p)
+    assert pareto_front({"p": (200, 5), "q": (150, 9), "r": (160, 9), "s": (300, 20)}, better="min") == ["p", "q"]

@@ -4,9 +4,10 @@ no paper has it).
 A method (mean over seeds of accuracy y and cost c) is on the front when no other method has y' >= y and
 c' <= c with one of the two strict. Read from the cheapest: for a budget B, the method to use is the last
 front member with c <= B, and each step along the front buys the accuracy it shows for the cost it shows.
-`render: {renderer: front_table, y: <accuracy key>, ylabel, costs: [{key, label, scale, digits}]}` renders
+`render: {renderer: front_table, y: <accuracy key>, ylabel, better: max|min, costs: [{key, label, scale, digits}]}` renders
 one row per dataset and cost: the number of classes, the front cheapest first with the numbers behind each
-cell, and which runs (methods x seeds) the cell rests on.
+cell, and which runs (methods x seeds) the cell rests on. `better: min` reads y as a loss (perplexity): the
+front is then that of -y.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ from xcbench.reporting.labels import method_label, pretty
 from xcbench.reporting.tables import to_csv, to_html, to_latex, to_markdown
 
 
-def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
-    """Names on the front of {name: (accuracy, cost)} (higher accuracy, lower cost), cheapest first; of
-    equal points both stay."""
-    def dominated(a: tuple[float, float]) -> bool:
-        return any(b[0] >= a[0] and b[1] <= a[1] and b != a for b in points.values())
+def pareto_front(points: dict[str, tuple[float, float]], better: str = "max") -> list[str]:
+    """Names on the front of {name: (y, cost)} (y higher, or lower with better="min"; cost lower), cheapest
+    first; of equal points both stay."""
+    sign = {"max": 1.0, "min": -1.0}[better]
+    pts = {k: (sign * y, c) for k, (y, c) in points.items()}
 
-    return sorted((k for k, v in points.items() if not dominated(v)), key=lambda k: (points[k][1], -points[k][0]))
+    def dominated(a: tuple[float, float]) -> bool:
+        return any(b[0] >= a[0] and b[1] <= a[1] and b != a for b in pts.values())
+
+    return sorted((k for k, v in pts.items() if not dominated(v)), key=lambda k: (pts[k][1], -pts[k][0]))
 
 
 def _n_classes(recs: list[dict], dataset: str) -> str:
@@ -51,13 +55,14 @@ def front_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path
                 if a and b:
                     points[m] = (a["mean"], b["mean"] * scale)
                     seeds += min(a["n"], b["n"])
-            front = pareto_front(points)
+            front = pareto_front(points, opts.get("better", "max"))
             cells = [f"{method_label(exp, m)} ({points[m][0]:.3f}, {points[m][1]:.{digits}f})" for m in front]
             rows.append([pretty(d), _n_classes(recs, d), c["label"], "; ".join(cells) or "–",
                          f"{len(points)} methods, {seeds} runs"])
             long += [[d, c["key"], m, points[m][0], points[m][1], m in front] for m in points]
     caption = exp.get("title", exp["artifact"])
-    foot = ("A method is on the front when no other is at least as accurate and at most as costly (means over seeds). "
+    as_good = "is at least as accurate" if opts.get("better", "max") == "max" else f"has a {ylab} at most as high"
+    foot = (f"A method is on the front when no other {as_good} and is at most as costly (means over seeds). "
             "For a budget, use the last front member within it. " + footer(exp, catalogue, recs))
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot))
     write_text(f"{out}.tex", to_latex(header, rows, caption, foot))
