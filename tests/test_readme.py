@@ -77,3 +77,33 @@ def test_doc_tables_render(page):
             assert i + 1 < len(lines) and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i + 1]), f"{page}: {ln[:80]!r}"
         if i and lines[i - 1].startswith("|") and ln.strip() and not ln.startswith("|"):
             raise AssertionError(f"{page}: text right under a table: {ln[:80]!r}")
+
+
+def test_write_headlines_fills_the_region_of_its_scale(tmp_path):
+    """The paper scale writes the headline region, another scale only its own counts region; counts by hand:
+    p1 has 1 held, 1 partial, 1 not testable and a setup check (not counted); p2 1 not held and 1 not run."""
+    from xcbench.io import write_json
+    from xcbench.reporting.report import readme_region, write_headlines
+
+    rows1 = [{"claim": "a", "dataset": "d", "paper": "1", "ours": "2", "verdict": "held", "headline": True},
+             {"claim": "b", "dataset": "d", "paper": "1", "ours": "2", "verdict": "held, partial: no run of x"},
+             {"claim": "c", "dataset": "d", "paper": "1", "ours": "–", "verdict": "not testable: one seed"},
+             {"claim": "s", "dataset": "d", "paper": "1", "ours": "2", "verdict": "not held", "setup_check": True}]
+    rows2 = [{"claim": "e", "dataset": "d", "paper": "1", "ours": "2", "verdict": "not held (at the quick scale: why)"},
+             {"claim": "f", "dataset": "d", "paper": "1", "ours": "–", "verdict": "not at this scale"}]
+    files = [tmp_path / "p1.json", tmp_path / "p2.json"]
+    write_json(files[0], {"paper": "p1", "rows": rows1})
+    write_json(files[1], {"paper": "p2", "rows": rows2})
+    readme = tmp_path / "README.md"
+    readme.write_text("top\n<!-- headlines:start -->\nold\n<!-- headlines:end -->\nmid\n"
+                      "<!-- claims-quick:start -->\nold\n<!-- claims-quick:end -->\nend\n")
+    write_headlines(files, readme, "quick")
+    text = readme.read_text()
+    assert "<!-- headlines:start -->\nold\n<!-- headlines:end -->" in text and text.endswith("end\n")
+    assert "| p1 | 3 | 1 | 0 | 1 | 1 | 0 |" in text and "| p2 | 2 | 0 | 1 | 0 | 0 | 1 |" in text
+    assert readme_region(files, "quick") in text and "reference/quick" in text
+    write_headlines(files, readme, "paper")
+    assert "| p1 | a | d | 1 | 2 | held |" in readme.read_text()
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="claims-quick:start"):
+        write_headlines(files, readme, "quick")

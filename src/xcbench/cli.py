@@ -159,8 +159,8 @@ def cmd_rerender(args) -> None:
     if args.readme:
         from xcbench.reporting.report import write_headlines
 
-        write_headlines(claims, args.readme)
-        print("wrote the headline rows into", args.readme)
+        write_headlines(claims, args.readme, args.scale)
+        print(f"wrote the {args.scale}-scale claims into", args.readme)
 
 
 def cmd_explain(args) -> None:
@@ -245,8 +245,8 @@ def parser() -> argparse.ArgumentParser:
          opt("--artifacts", "rendered tables (.md) and figures (.png) to gather", nargs="*", default=[]))
     verb("rerender", cmd_rerender, opt("--root", "folder holding results/ (e.g. reference/paper)", required=True),
          opt("--scale", "scale of the kept results (default %(default)s)", default="paper"),
-         opt("--readme", "also write the claims marked `headline: true` into this file's headline region "
-             "(README.md)", default=None))
+         opt("--readme", "also write the claims into this file's region for the scale (README.md: the paper "
+             "scale's headline rows and counts, another scale's counts)", default=None))
     verb("explain", cmd_explain, EXP, SCALE, D, opt("--method", "method key of the experiment", required=True), SEED)
     verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
          opt("--claims", "claims folder (default %(default)s)", default="config/claims"))

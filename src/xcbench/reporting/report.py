@@ -66,31 +66,60 @@ def report_html(claims_json: list[str | Path], artifacts: list[str | Path]) -> s
 HEADLINE_START, HEADLINE_END = "<!-- headlines:start -->", "<!-- headlines:end -->"
 
 
-def headlines_markdown(claims_json: list[str | Path]) -> str:
-    """The rows of the headline claims (claims.headline_ids: those quoting the paper's abstract, and their twins),
-    paper's number beside ours (README's Results). The verdict
-    column holds the verdict alone; its measured reason stays in the paper's claims.md."""
+def region_markers(scale: str) -> tuple[str, str]:
+    """The README region a kept tree of this scale writes: the paper scale's headline rows and counts, any other
+    scale's counts alone (`<!-- claims-quick:start -->`)."""
+    return (HEADLINE_START, HEADLINE_END) if scale == "paper" else (f"<!-- claims-{scale}:start -->",
+                                                                    f"<!-- claims-{scale}:end -->")
+
+
+def counts_markdown(claims_json: list[str | Path], intro: str) -> str:
+    """Per paper, how many of its claims (checks of the setup apart) are held / not held / partial / not testable, and
+    a "not run" column (runs missing, or a claim of another scale) when any claim is."""
     from xcbench.reporting.claims import verdict_counts
 
+    keys = ["held", "not held", "partial", "not testable"]
+    counts = []
+    for p in claims_json:
+        res = read_json(p)
+        claims = [r for r in res["rows"] if not r.get("setup_check")]
+        counts.append((res["paper"], len(claims), verdict_counts(claims)))
+    if any(n["not run"] for *_, n in counts):  # a claim of another scale, or whose runs are missing
+        keys.append("not run")
+    lines = [intro, "", "| paper | claims | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
+    lines += [f"| {paper} | {total} | " + " | ".join(str(n[k]) for k in keys) + " |" for paper, total, n in counts]
+    return "\n".join(lines) + "\n"
+
+
+def headlines_markdown(claims_json: list[str | Path]) -> str:
+    """The rows of the headline claims (claims.headline_ids: those quoting the paper's abstract, and their twins),
+    paper's number beside ours (README's Results), then every claim's verdict counted per paper. The verdict
+    column holds the verdict alone; its measured reason stays in the paper's claims.md."""
     lines = ["| paper | claim | dataset | paper's number | ours | verdict |", "|---|---|---|---|---|---|"]
-    counts = ["", "Every claim of the kept tree, per paper (checks of the setup apart):", "",
-              "| paper | claims | held | not held | partial | not testable |", "|---|---|---|---|---|---|"]
     for p in claims_json:
         res = read_json(p)
         lines += [f"| {res['paper']} | {r['claim']} | {pretty(r['dataset'])} | {r['paper']} | {r['ours']} | "
                   f"{r['verdict'].split(' (', 1)[0]} |" for r in res["rows"] if r.get("headline")]
-        claims = [r for r in res["rows"] if not r.get("setup_check")]
-        n = verdict_counts(claims)
-        counts.append(f"| {res['paper']} | {len(claims)} | {n['held']} | {n['not held']} | {n['partial']} | {n['not testable']} |")
-    return "\n".join(lines + counts) + "\n"
+    return "\n".join(lines) + "\n\n" + counts_markdown(
+        claims_json, "Every claim of the kept tree, per paper (checks of the setup apart):")
 
 
-def write_headlines(claims_json: list[str | Path], readme: str | Path) -> None:
-    """Replace the README's region between the headline markers with `headlines_markdown`."""
+def readme_region(claims_json: list[str | Path], scale: str) -> str:
+    """What `write_headlines` puts in the README for a kept tree of this scale."""
+    if scale == "paper":
+        return headlines_markdown(claims_json)
+    return counts_markdown(claims_json, f"Every claim at the {scale} scale, per paper (checks of the setup apart), from "
+                                        f"`snakemake --cores all`'s runs kept in `reference/{scale}`:")
+
+
+def write_headlines(claims_json: list[str | Path], readme: str | Path, scale: str = "paper") -> None:
+    """Replace the README's region of this scale (`region_markers`) with `readme_region`."""
     readme = Path(readme)
+    start, end = region_markers(scale)
     text = readme.read_text(encoding="utf-8")
-    if HEADLINE_START not in text or HEADLINE_END not in text:
-        raise ValueError(f"{readme}: no {HEADLINE_START} ... {HEADLINE_END} region to write the headline rows into")
-    head, rest = text.split(HEADLINE_START, 1)
-    tail = rest.split(HEADLINE_END, 1)[1]
-    write_text(readme, f"{head}{HEADLINE_START}\n{headlines_markdown(claims_json)}{HEADLINE_END}{tail}")
+    if start not in text or end not in text:
+        raise ValueError(f"{readme}: no {start} ... {end} region to write the {scale}-scale claims into; "
+                         "add the two markers where the table belongs")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    write_text(readme, f"{head}{start}\n{readme_region(claims_json, scale)}{end}{tail}")
