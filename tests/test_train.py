@@ -415,3 +415,18 @@ def test_graphed_step_warms_up_captures_once_copies_each_batch_in_and_runs_other
     gs.reset()
     gs(batches[0], batches[0], None)
     assert seen[-1][0] == "eager" and gs.graph is None
+
+
+def test_adam_on_sparse_row_gradients_names_the_fix():
+    """torch's Adam refuses the sparse row gradients of HSM, NCE and selective heads; the error names the optimisers
+    that take them (an experiment file's fix), not torch's SparseAdam."""
+    import torch.nn.functional as F
+
+    from xcbench.config import ConfigError
+    from xcbench.runtime import optimizer_step
+
+    W = torch.nn.Parameter(torch.randn(5, 3))
+    F.embedding(torch.tensor([1, 3]), W, sparse=True).sum().backward()
+    with pytest.raises(ConfigError, match="optimizer: lazy_adam"):
+        optimizer_step(torch.optim.Adam([W]))
+    optimizer_step(torch.optim.SGD([W], lr=0.1))  # SGD takes them

@@ -80,11 +80,19 @@ def optimizer_step(opt: torch.optim.Optimizer) -> None:
     body = _undecorated_step(opt)
     hooks = (opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
              or O._global_optimizer_pre_hooks or O._global_optimizer_post_hooks)
-    if body is None or hooks or opt.defaults.get("differentiable", False):
-        opt.step()
-        return
-    with torch.no_grad():
-        body(opt)
+    try:
+        if body is None or hooks or opt.defaults.get("differentiable", False):
+            opt.step()
+            return
+        with torch.no_grad():
+            body(opt)
+    except RuntimeError as e:
+        if "sparse gradients" not in str(e):
+            raise
+        from xcbench.config import ConfigError
+        raise ConfigError(f"train.optimizer: {type(opt).__name__} cannot update the sparse row gradients this head makes "
+                          "(it reads class rows with F.embedding(sparse=True)); use optimizer: lazy_adam (Adam on the "
+                          "rows a step touches), row_sgd or sgd") from e
     opt._optimizer_step_code()  # the profiler's marker, as the step wrapper calls it
 
 
