@@ -107,3 +107,15 @@ def test_write_headlines_fills_the_region_of_its_scale(tmp_path):
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="claims-quick:start"):
         write_headlines(files, readme, "quick")
+
+
+def test_readme_quick_counts_are_the_quick_kept_trees_claims():
+    """The README's quick-scale counts are what `xcbench rerender --root reference/quick --scale quick --readme`
+    writes from the kept quick tree (every paper and the package's own benchmark present)."""
+    from xcbench.reporting.report import readme_region, region_markers
+    start, end = region_markers("quick")
+    text = (REPO / "README.md").read_text()
+    region = text.split(start, 1)[1].split(end, 1)[0]
+    kept = sorted((REPO / "reference" / "quick" / "figures").glob("*/claims.json"))
+    assert {p.parent.name for p in kept} >= {"scent", "sparse", "class_selection", "midx", "rff", "xcbench"}
+    assert region.strip() == readme_region(kept, "quick").strip()
