@@ -25,7 +25,7 @@ def cited_paths(text: str) -> set[str]:
     out = set()
     for m in CITED.finditer(text):
         for p in expand(m.group(1)):
-            p = p.rstrip(".,")
+            p = p.rstrip(".,_")  # a sentence's full stop, a Markdown italic caption's closing _
             if p.endswith("/out") or p in ("studies", "benchmarks/out"):
                 continue
             out.add(p)
@@ -47,6 +47,7 @@ def test_expand_and_find():
     assert cited_paths("see `benchmarks/out/paper_cost.md`, and studies/hf_prefilter/README.md.") == {
         "benchmarks/out/paper_cost.md", "studies/hf_prefilter/README.md"}
     assert cited_paths("writes benchmarks/out/<name>.{json,md}") == set()  # a pattern, not a path
+    assert cited_paths("_Cost: benchmarks/out/paper_cost.md._") == {"benchmarks/out/paper_cost.md"}  # a caption's end
 
 
 def test_every_cited_output_exists():
