@@ -42,7 +42,7 @@ def _n_classes(recs: list[dict], dataset: str) -> str:
 @RENDERERS.register("front_table")
 def front_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     opts = exp["render"]
-    y, ylab = opts["y"], opts.get("ylabel", opts["y"])
+    y, ylab, better = opts["y"], opts.get("ylabel", opts["y"]), opts.get("better", "max")
     recs = collect(results, exp)
     header = ["Dataset", "classes", "cost", f"front, cheapest first: method ({ylab}, cost)", "runs"]
     rows, long = [], []
@@ -55,13 +55,13 @@ def front_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path
                 if a and b:
                     points[m] = (a["mean"], b["mean"] * scale)
                     seeds += min(a["n"], b["n"])
-            front = pareto_front(points, opts.get("better", "max"))
+            front = pareto_front(points, better)
             cells = [f"{method_label(exp, m)} ({points[m][0]:.3f}, {points[m][1]:.{digits}f})" for m in front]
             rows.append([pretty(d), _n_classes(recs, d), c["label"], "; ".join(cells) or "–",
                          f"{len(points)} methods, {seeds} runs"])
             long += [[d, c["key"], m, points[m][0], points[m][1], m in front] for m in points]
     caption = exp.get("title", exp["artifact"])
-    as_good = "is at least as accurate" if opts.get("better", "max") == "max" else f"has a {ylab} at most as high"
+    as_good = "is at least as accurate" if better == "max" else f"has a {ylab} at most as high"
     foot = (f"A method is on the front when no other {as_good} and is at most as costly (means over seeds). "
             "For a budget, use the last front member within it. " + footer(exp, catalogue, recs))
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot))

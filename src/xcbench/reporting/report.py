@@ -73,15 +73,14 @@ def region_markers(scale: str) -> tuple[str, str]:
                                                                     f"<!-- claims-{scale}:end -->")
 
 
-def counts_markdown(claims_json: list[str | Path], intro: str) -> str:
-    """Per paper, how many of its claims (checks of the setup apart) are held / not held / partial / not testable, and
-    a "not run" column (runs missing, or a claim of another scale) when any claim is."""
+def counts_markdown(results: list[dict], intro: str) -> str:
+    """Per paper (its claims.json, read), how many of its claims (checks of the setup apart) are held / not held /
+    partial / not testable, and a "not run" column (runs missing, or a claim of another scale) when any claim is."""
     from xcbench.reporting.claims import verdict_counts
 
     keys = ["held", "not held", "partial", "not testable"]
     counts = []
-    for p in claims_json:
-        res = read_json(p)
+    for res in results:
         claims = [r for r in res["rows"] if not r.get("setup_check")]
         counts.append((res["paper"], len(claims), verdict_counts(claims)))
     if any(n["not run"] for *_, n in counts):  # a claim of another scale, or whose runs are missing
@@ -95,21 +94,22 @@ def headlines_markdown(claims_json: list[str | Path]) -> str:
     """The rows of the headline claims (claims.headline_ids: those quoting the paper's abstract, and their twins),
     paper's number beside ours (README's Results), then every claim's verdict counted per paper. The verdict
     column holds the verdict alone; its measured reason stays in the paper's claims.md."""
+    results = [read_json(p) for p in claims_json]
     lines = ["| paper | claim | dataset | paper's number | ours | verdict |", "|---|---|---|---|---|---|"]
-    for p in claims_json:
-        res = read_json(p)
+    for res in results:
         lines += [f"| {res['paper']} | {r['claim']} | {pretty(r['dataset'])} | {r['paper']} | {r['ours']} | "
                   f"{r['verdict'].split(' (', 1)[0]} |" for r in res["rows"] if r.get("headline")]
     return "\n".join(lines) + "\n\n" + counts_markdown(
-        claims_json, "Every claim of the kept tree, per paper (checks of the setup apart):")
+        results, "Every claim of the kept tree, per paper (checks of the setup apart):")
 
 
 def readme_region(claims_json: list[str | Path], scale: str) -> str:
     """What `write_headlines` puts in the README for a kept tree of this scale."""
     if scale == "paper":
         return headlines_markdown(claims_json)
-    return counts_markdown(claims_json, f"Every claim at the {scale} scale, per paper (checks of the setup apart), from "
-                                        f"`snakemake --cores all`'s runs kept in `reference/{scale}`:")
+    intro = (f"Every claim at the {scale} scale, per paper (checks of the setup apart), from `snakemake --cores all`'s "
+             f"runs kept in `reference/{scale}`:")
+    return counts_markdown([read_json(p) for p in claims_json], intro)
 
 
 def write_headlines(claims_json: list[str | Path], readme: str | Path, scale: str = "paper") -> None:
