@@ -158,7 +158,8 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
                 if extra:
                     errs.append(f"{f} (scale {scale}): the view shows datasets {extra} that {exp['runs_of']} does not run")
         defined = normalise_methods(raw.get("methods", {})) if "runs_of" not in raw else {}
-        ran = {m for exp in exps.get((f.parent.name, f.stem), {}).values() for m in exp["methods"]}
+        ran = {spec.get("grid_of", m) for exp in exps.get((f.parent.name, f.stem), {}).values()  # an lr grid renames them
+               for m, spec in exp["methods"].items()}
         for m in sorted(set(defined) - ran):
             errs.append(f"{f}: method {m!r} runs at no scale (every scale's `skip` lists it)")
     for cf in sorted(claims_dir.glob("*.yaml")):

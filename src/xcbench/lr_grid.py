@@ -1,0 +1,99 @@
+"""Learning rate per method from a stated grid (the `xcbench/` benchmark's protocol: equal epochs, the lr
+of each head tuned on validation, issue #53).
+
+An experiment with `lr_grid: [l_1, ..., l_G]` (usually a file that `extends` the table it tunes, with
+`seeds: [0]`) runs every method m at every l_g: the run `m.lr<l_g>` is m with `train.lr = l_g`, drawn at
+x = l_g on the line of m (a `sweep`-style figure, renderer `lr_grid`). The selection rule, per dataset d
+and method m, on the mean over the grid's seeds of a validation metric y (the last epoch's: equal epochs):
+
+    l*(d, m) = argbest_g  y(d, m, l_g)      (ties: the smaller lr)
+
+The table the grid tunes states each method's lr in its own file (`train: {lr: ...}`), so its runs are
+fixed before any training (a static DAG), and its seed-0 run at l* is the grid's run at l*: runs of equal
+settings train once (run.trainers). `tuning_check` is the check rendered in the grid's caption: for each
+(d, m), l*, the lr the tuned table runs m at, and whether they agree, or l* sits at an edge of the grid.
+"""
+
+from __future__ import annotations
+
+from xcbench.config import ConfigError, deep_merge
+
+
+def grid_name(method: str, lr: float) -> str:
+    """The run name of one grid point: `full.lr0.003`."""
+    return f"{method}.lr{lr:g}"
+
+
+def expand(methods: dict[str, dict], grid: list[float], exp: dict) -> dict[str, dict]:
+    """Every method at every lr of the grid, in the grid's order: {grid_name: spec with train.lr, x, series}."""
+    if not grid or any(not isinstance(v, (int, float)) or v <= 0 for v in grid):
+        raise ConfigError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid must list positive learning rates, "
+                          f"got {grid!r}")
+    if any((p or {}).get("methods") for p in (exp.get("per_dataset") or {}).values()):
+        raise ConfigError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid with per-dataset method overrides is "
+                          "not supported (they name the methods before the grid renames them); write them as the "
+                          "methods' own settings")
+    out: dict[str, dict] = {}
+    for m, spec in methods.items():
+        spec = spec or {}
+        label = spec.get("label") or spec.get("series") or m
+        for lr in sorted(grid):
+            out[grid_name(m, lr)] = deep_merge(spec, {"train": {"lr": float(lr)}, "x": float(lr),
+                                                      "series": spec.get("series", label),
+                                                      "label": f"{label}, lr {lr:g}", "grid_of": m})
+    return out
+
+
+def best_lr(points: dict[float, float], better: str) -> float:
+    """The lr of the best mean metric among {lr: y}; ties go to the smaller lr."""
+    if better not in ("max", "min"):
+        raise ConfigError(f"render.better must be max or min, got {better!r}")
+    sign = -1.0 if better == "max" else 1.0
+    return min(sorted(points), key=lambda lr: sign * points[lr])
+
+
+def selections(exp: dict, means: dict[tuple[str, str], float]) -> dict[tuple[str, str], dict]:
+    """{(dataset, method of the tuned table): {best, grid: {lr: y}, edge}} from the grid runs' seed means
+    `means` {(dataset, grid run name): y}; a method with no finished grid point is left out."""
+    grid = sorted({spec["x"] for spec in exp["methods"].values()})
+    per: dict[tuple[str, str], dict[float, float]] = {}
+    for (d, name), y in means.items():
+        spec = exp["methods"][name]
+        per.setdefault((d, spec["grid_of"]), {})[spec["x"]] = y
+    out = {}
+    for key, pts in per.items():
+        b = best_lr(pts, exp["render"].get("better", "max"))
+        out[key] = {"best": b, "grid": pts, "edge": len(grid) > 1 and b in (grid[0], grid[-1]),
+                    "complete": len(pts) == len(grid)}
+    return out
+
+
+def tuning_check(chosen: dict[tuple[str, str], dict], runs_at: dict[tuple[str, str], float], tuned: str,
+                 label=lambda m: m) -> str:
+    """Caption text: per (dataset, method), the grid's best lr against the lr that table `tuned` runs it at
+    (`runs_at`), naming disagreements and bests at an edge of the grid."""
+    if not chosen:
+        return f"No grid run has finished yet: the lr of each method in {tuned} is not checked."
+    agree, differ, edge, partial = [], [], [], []
+    for (d, m), c in sorted(chosen.items()):
+        at = runs_at.get((d, m))
+        item = f"{label(m)} on {d}: {c['best']:g}"
+        if at is None:
+            continue
+        if abs(at - c["best"]) <= 1e-9 * c["best"]:
+            agree.append(item)
+        else:
+            differ.append(f"{item} (runs at {at:g})")
+        if c["edge"]:
+            edge.append(f"{label(m)} on {d}")
+        if not c["complete"]:
+            partial.append(f"{label(m)} on {d}")
+    parts = [f"Best lr on validation per method (the lr the {tuned} table runs it at): "
+             + ("; ".join(agree) if agree else "none agree") + "."]
+    if differ:
+        parts.append(f"Not tuned (the {tuned} table runs another lr than the grid's best): " + "; ".join(differ) + ".")
+    if partial:
+        parts.append("Grid not finished for: " + "; ".join(partial) + " (chosen among the finished lrs).")
+    if edge:
+        parts.append("Best at an edge of the grid (a wider grid may do better): " + "; ".join(edge) + ".")
+    return " ".join(parts)
