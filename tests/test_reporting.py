@@ -33,6 +33,16 @@ def test_collect_and_aggregate(results):
     assert aggregate(recs, "d1", "m1", "wall_time_s")["mean"] == pytest.approx(1.5)
 
 
+def test_record_value_takes_the_first_key_a_run_reports():
+    """`a|b`: a GPU run's device memory where it has one, else its resident peak; a missing key is skipped."""
+    from xcbench.reporting.collect import record_value
+    gpu = {"metrics": {}, "memory": {"cuda_max_allocated_bytes": 7, "peak_rss_bytes": 3}}
+    cpu = {"metrics": {}, "memory": {"peak_rss_bytes": 3}}
+    key = "memory.cuda_max_allocated_bytes|memory.peak_rss_bytes"
+    assert record_value(gpu, key) == 7 and record_value(cpu, key) == 3
+    assert record_value(cpu, "memory.nothing|memory.none") is None
+
+
 def test_metric_table_outputs(results, tmp_path, catalogue):
     out = tmp_path / "fig" / "t"
     RENDERERS.get("metric_table")(EXP, str(results), str(out), catalogue)

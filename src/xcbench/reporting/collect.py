@@ -69,7 +69,10 @@ def with_runs_only(exp: dict, records: list[dict]) -> dict:
 
 def record_value(r: dict, metric: str) -> float | None:
     """One run's number for a metric key: a test metric, a top-level number (wall_time_s) or a dotted path
-    (final.step_ms, memory.peak_rss_bytes); None where the run does not report it."""
+    (final.step_ms, memory.peak_rss_bytes); `a|b`: the first of the keys the run reports (a GPU run's
+    memory.cuda_max_allocated_bytes, else its peak_rss_bytes); None where the run reports none."""
+    if "|" in metric:
+        return next((v for v in (record_value(r, k) for k in metric.split("|")) if v is not None), None)
     v = r["metrics"].get(metric, r.get(metric))
     if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
         v = r
