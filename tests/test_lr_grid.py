@@ -71,9 +71,9 @@ def test_selections_and_the_check_name_untuned_methods_and_edges():
     assert sel[("d", "a")]["best"] == 0.3 and not sel[("d", "a")]["edge"] and sel[("d", "a")]["complete"]
     assert sel[("d", "b")]["best"] == 0.1 and sel[("d", "b")]["edge"] and not sel[("d", "b")]["complete"]
     text = tuning_check(sel, {("d", "a"): 0.3, ("d", "b"): 0.3}, "tab", label=str.upper)
-    assert "A on d: 0.3;" not in text and "A on d: 0.3." in text
-    assert "Not tuned" in text and "B on d: 0.1 (runs at 0.3)" in text
-    assert "edge of the grid (a wider grid may do better): B on d." in text and "Grid not finished for: B on d" in text
+    assert "runs the method at it: d: A 0.3." in text
+    assert "Not tuned" in text and "d: B 0.1 (runs at 0.3)" in text
+    assert "edge of the grid (a wider grid may do better): d: B." in text and "not finished (chosen among the finished lrs): d: B." in text
     assert "Not tuned" not in tuning_check(sel, {("d", "a"): 0.3, ("d", "b"): 0.1}, "tab")
     assert "No grid run has finished" in tuning_check({}, {}, "tab")
 
@@ -98,10 +98,15 @@ def test_lr_grid_figure_checks_the_table_it_tunes(tmp_path, catalogue):
         write_json(folder / "metrics.json", {"metrics": {}, "final": {"val_P@1": vals[i]}})
     RENDERERS.get("lr_grid")(exp, str(tmp_path / "res"), str(tmp_path / "f"), catalogue)
     md = (tmp_path / "f.caption.md").read_text()
-    assert "Head A on d1: 0.01" in md and "Head B on d1: 0.1 (runs at 0.01)" in md and "Not tuned" in md
+    assert "runs the method at it: d1: Head A 0.01." in md and "d1: Head B 0.1 (runs at 0.01)" in md and "Not tuned" in md
+    assert "adam, constant schedule, 1 epochs, batch 8; lr: each run one of the grid's 0.001, 0.01, 0.1" in md
     assert "| d1 | Head A | 0.01 | 0.5 |" in md and "| d1 | Head B | 0.1 | 0.3 |" in md
     write_yaml(tmp_path / "exps" / "tab.yaml", {**base, "methods": {**base["methods"], "b": {
         "head": "bce", "label": "Head B", "train": {"lr": 0.1}}}})
     RENDERERS.get("lr_grid")(exp, str(tmp_path / "res"), str(tmp_path / "g"), catalogue)
     md = (tmp_path / "g.caption.md").read_text()
-    assert "Not tuned" not in md and "Head B on d1: 0.1" in md and "edge of the grid" in md
+    assert "Not tuned" not in md and "d1: Head A 0.01, Head B 0.1." in md and "edge of the grid" in md
+    tab = resolve_experiment(load_experiment(tmp_path / "exps" / "tab.yaml"), "quick", check_libraries=False)
+    RENDERERS.get("metric_table")(tab, str(tmp_path / "res"), str(tmp_path / "t"), catalogue)
+    md = (tmp_path / "t.md").read_text()
+    assert "adam, constant schedule, 1 epochs, batch 8; lr by method: Head A: 0.01; Head B: 0.1" in md

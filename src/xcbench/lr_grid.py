@@ -68,32 +68,39 @@ def selections(exp: dict, means: dict[tuple[str, str], float]) -> dict[tuple[str
     return out
 
 
+def _by_dataset(items: list[tuple[str, str]]) -> str:
+    """'d1: a, b; d2: c' from [(dataset, text), ...], in their order."""
+    groups: dict[str, list[str]] = {}
+    for d, text in items:
+        groups.setdefault(d, []).append(text)
+    return "; ".join(f"{d}: {', '.join(texts)}" for d, texts in groups.items())
+
+
 def tuning_check(chosen: dict[tuple[str, str], dict], runs_at: dict[tuple[str, str], float], tuned: str,
                  label=lambda m: m) -> str:
-    """Caption text: per (dataset, method), the grid's best lr against the lr that table `tuned` runs it at
-    (`runs_at`), naming disagreements and bests at an edge of the grid."""
+    """Caption text: per (dataset, method), in `chosen`'s order, the grid's best lr against the lr that table
+    `tuned` runs it at (`runs_at`), naming disagreements, unfinished grids and bests at an edge of the grid."""
     if not chosen:
         return f"No grid run has finished yet: the lr of each method in {tuned} is not checked."
     agree, differ, edge, partial = [], [], [], []
-    for (d, m), c in sorted(chosen.items()):
+    for (d, m), c in chosen.items():
         at = runs_at.get((d, m))
-        item = f"{label(m)} on {d}: {c['best']:g}"
         if at is None:
             continue
         if abs(at - c["best"]) <= 1e-9 * c["best"]:
-            agree.append(item)
+            agree.append((d, f"{label(m)} {c['best']:g}"))
         else:
-            differ.append(f"{item} (runs at {at:g})")
+            differ.append((d, f"{label(m)} {c['best']:g} (runs at {at:g})"))
         if c["edge"]:
-            edge.append(f"{label(m)} on {d}")
+            edge.append((d, label(m)))
         if not c["complete"]:
-            partial.append(f"{label(m)} on {d}")
-    parts = [f"Best lr on validation per method (the lr the {tuned} table runs it at): "
-             + ("; ".join(agree) if agree else "none agree") + "."]
+            partial.append((d, label(m)))
+    parts = [f"Best lr on validation, where the {tuned} table runs the method at it: "
+             + (_by_dataset(agree) if agree else "none") + "."]
     if differ:
-        parts.append(f"Not tuned (the {tuned} table runs another lr than the grid's best): " + "; ".join(differ) + ".")
+        parts.append(f"Not tuned (the {tuned} table runs another lr than the grid's best): {_by_dataset(differ)}.")
     if partial:
-        parts.append("Grid not finished for: " + "; ".join(partial) + " (chosen among the finished lrs).")
+        parts.append(f"Grid not finished (chosen among the finished lrs): {_by_dataset(partial)}.")
     if edge:
-        parts.append("Best at an edge of the grid (a wider grid may do better): " + "; ".join(edge) + ".")
+        parts.append(f"Best at an edge of the grid (a wider grid may do better): {_by_dataset(edge)}.")
     return " ".join(parts)

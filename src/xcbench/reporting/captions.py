@@ -56,9 +56,9 @@ def _schedule(t: dict) -> str:
             f"{p['metric']} (not below {p['min_lr']}), stop after {p['stop_patience']} such epochs")
 
 
-def _train(t: dict) -> str:
-    s = (f"{t.get('optimizer', 'adam')} lr {t.get('lr')}, {_schedule(t)}, "
-         f"{t.get('epochs')} epochs, batch {t.get('batch_size')}")
+def _train(t: dict, lr: bool = True) -> str:
+    rate = f" lr {t.get('lr')}" if lr else ""
+    s = f"{t.get('optimizer', 'adam')}{rate}, {_schedule(t)}, {t.get('epochs')} epochs, batch {t.get('batch_size')}"
     if t.get("grad_clip"):
         s += f", gradient norm clipped to {t['grad_clip']}"
     if t.get("select"):
@@ -163,6 +163,18 @@ def _trains(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None, cfg
     return TASKS.get(exp["task"]["name"]).trains
 
 
+def _train_setup(exp: dict, runs: list[tuple[str, str]], cfg: dict) -> str:
+    """The runs' training settings; where they differ in the learning rate alone (a table whose heads run at
+    their tuned lr, an lr grid), the shared part once and the lr per method, or the grid's values."""
+    trains = {r: cfg[r][1] for r in runs}
+    if len({_train(t, lr=False) for t in trains.values()}) != 1 or len({t.get("lr") for t in trains.values()}) == 1:
+        return _grouped({r: _train(t) for r, t in trains.items()}, exp)
+    shared = _train(next(iter(trains.values())), lr=False)
+    if all("grid_of" in exp["methods"][m] for _, m in runs):
+        return f"{shared}; lr: each run one of the grid's " + ", ".join(f"{v:g}" for v in sorted({t['lr'] for t in trains.values()}))
+    return f"{shared}; lr by method: " + _grouped({r: f"{t['lr']:g}" for r, t in trains.items()}, exp)
+
+
 def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = None) -> str:
     """The setup of every shown run, from the settings it ran with (its config.resolved.yaml)."""
     catalogue = catalogue or {}
@@ -171,7 +183,7 @@ def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = No
     trains = _trains(exp, runs, recs, cfg)
     parts = [_grouped({r: _features(exp, r[0], catalogue) for r in runs}, exp),
              _grouped({r: _encoder(cfg[r][2]) for r in runs}, exp) if trains else "",
-             _grouped({r: _train(cfg[r][1]) for r in runs}, exp) if trains else "",
+             _train_setup(exp, runs, cfg) if trains else "",
              _shared_params([spec.get("params", {}) for spec, _, _ in cfg.values()])]
     parts = [p for p in parts if p and p != "no encoder (linear in the features)"]
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
