@@ -76,6 +76,7 @@ def cmd_train(args) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from xcbench.checkpoint import StopAfter
     from xcbench.device import pick_device
+    from xcbench.reuse import copy_run, find_identical
     from xcbench.run import job_run
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import task_of
@@ -84,6 +85,11 @@ def cmd_train(args) -> None:
     configure_process(args.threads)
     run = job_run(args.experiment, resolve_experiment(load_experiment(args.experiment), args.scale),
                   args.dataset, args.method, args.seed)
+    src = None if args.no_reuse else find_identical(run, args.out)
+    if src is not None:  # the same settings finished under another name (reuse.py): the same numbers
+        print(f"{run.label} seed {run.seed}: copied from {src} (identical settings; --no-reuse trains it anyway)")
+        copy_run(run, src, args.out)
+        return
     device = pick_device(args.device)
     task = task_of(run, _entry(args), args.processed, args.features, device, source=args.experiment)
     task.read_ahead = args.read_ahead
@@ -237,7 +243,9 @@ def parser() -> argparse.ArgumentParser:
              "checkpoint as a time limit would: `--finish` then tests it (a budgeted run, e.g. one epoch of a "
              "30-epoch setting); the results do not depend on it", type=int, default=None),
          opt("--checkpoint-minutes", "also checkpoint inside an epoch every this many minutes, for heads that can "
-             "resume there (full softmax, OvA, selective softmax); 0: at epoch ends only (default %(default)s)", type=float, default=30.0))
+             "resume there (full softmax, OvA, selective softmax); 0: at epoch ends only (default %(default)s)", type=float, default=30.0),
+         opt("--no-reuse", "train even when a finished run of identical settings exists under another name in the "
+             "same results tree (by default it is copied: runs are deterministic)", action="store_true"))
     verb("render", cmd_render, O, EXP, SCALE, RES)
     verb("claims", cmd_claims, O, opt("--claims", "claims file, config/claims/<paper>.yaml", required=True),
          opt("--experiments", "folder of the paper's experiment files", required=True), SCALE, RES)

@@ -106,7 +106,7 @@ def view_runs(path: str | Path, scale: str) -> set[tuple[str, str, int]]:
     return out
 
 
-def _identity(spec: dict) -> str:
+def identity(spec: dict) -> str:
     """What a run computes, whatever its artifact and method key are called."""
     return spec_hash({k: v for k, v in spec.items() if k not in ("artifact", "method")})
 
@@ -124,7 +124,7 @@ def _trainers(folder: str, scale: str, stamp: tuple) -> dict[str, tuple[str, str
     owners: dict[str, tuple[str, str]] = {}
     for exp in sorted((e for e in exps if "runs_of" not in e), key=_order):
         for d, m, s in expected_runs(exp):
-            owners.setdefault(_identity(make_run(exp, d, m, s).spec), (exp["artifact"], m))
+            owners.setdefault(identity(make_run(exp, d, m, s).spec), (exp["artifact"], m))
     return owners
 
 
@@ -141,7 +141,7 @@ def _location(exp: dict, method: str, spec_of) -> tuple[str, str]:
     own = (exp.get("runs_of", exp["artifact"]), method)
     if "source" not in exp:  # an experiment built in code, not loaded from a folder: its own runs
         return own
-    return trainers(Path(exp["source"]).parent, exp["scale"]).get(_identity(spec_of()), own)
+    return trainers(Path(exp["source"]).parent, exp["scale"]).get(identity(spec_of()), own)
 
 
 def _folder(results: str | Path, exp: dict, dataset: str, location: tuple[str, str], seed: int) -> Path:
