@@ -23,10 +23,13 @@ def test_expand_runs_every_method_at_every_lr_with_its_own_settings():
     assert out["a.lr0.01"]["train"] == {"lr": 0.01, "epochs": 2}  # the grid's lr wins over the method's own
     assert out["a.lr0.01"]["x"] == 0.01 and out["a.lr0.01"]["series"] == "A" and out["a.lr0.01"]["grid_of"] == "a"
     assert out["b.lr0.001"]["series"] == "B line" and out["b.lr0.001"]["head"] == "bce"
-    with pytest.raises(ConfigError, match="positive"):
+    with pytest.raises(ValueError, match="positive"):
         expand(methods, [0.0], {})
-    with pytest.raises(ConfigError, match="per-dataset"):
+    with pytest.raises(ValueError, match="per-dataset"):
         expand(methods, [0.1], {"per_dataset": {"d": {"methods": {"a": {"params": {}}}}}})
+    with pytest.raises(ConfigError, match="lr_grid must list positive"):  # resolving says which experiment
+        resolve_experiment({"paper": "p", "artifact": "g", "methods": methods, "lr_grid": [-1.0]}, "quick",
+                           check_libraries=False)
 
 
 @pytest.mark.parametrize("artifact, table", [("xmc_lr", "xmc"), ("lm_lr", "lm"), ("seqrec_lr", "seqrec"),
@@ -58,7 +61,7 @@ def test_best_lr_is_the_brute_force_argbest_with_ties_to_the_smaller_lr():
         for better, pick in (("max", max), ("min", min)):
             best = pick(pts.values())
             assert best_lr(pts, better) == min(lr for lr in lrs if pts[lr] == best)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValueError):
         best_lr({0.1: 1.0}, "higher")
 
 

@@ -298,8 +298,11 @@ def resolve_experiment(exp: dict, scale: str, check_libraries: bool = True) -> d
             raise ConfigError(f"{out['artifact']}: methods {unknown} are not runs of {out['runs_of']}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("view_methods") if m in out["methods"]}
     if "lr_grid" in out:  # every method at every lr of a stated grid (lr_grid.py), after the scale's skips
-        from xcbench.lr_grid import expand
-        out["methods"] = expand(out["methods"], out.pop("lr_grid"), out)
+        from xcbench.lr_grid import expand  # a leaf module: it imports nothing of the package
+        try:
+            out["methods"] = expand(out["methods"], out.pop("lr_grid"), out)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     from xcbench.registry import unavailable  # the registries import torch: only here, not for loading a file
     missing = unavailable(out["methods"]) if check_libraries else {}
     if missing:  # an optional library is not installed: these runs are left out (the DAG says so, captions too)

@@ -16,7 +16,7 @@ settings train once (run.trainers). `tuning_check` is the check rendered in the 
 
 from __future__ import annotations
 
-from xcbench.config import ConfigError, deep_merge
+import copy
 
 
 def grid_name(method: str, lr: float) -> str:
@@ -27,27 +27,26 @@ def grid_name(method: str, lr: float) -> str:
 def expand(methods: dict[str, dict], grid: list[float], exp: dict) -> dict[str, dict]:
     """Every method at every lr of the grid, in the grid's order: {grid_name: spec with train.lr, x, series}."""
     if not grid or any(not isinstance(v, (int, float)) or v <= 0 for v in grid):
-        raise ConfigError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid must list positive learning rates, "
+        raise ValueError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid must list positive learning rates, "
                           f"got {grid!r}")
     if any((p or {}).get("methods") for p in (exp.get("per_dataset") or {}).values()):
-        raise ConfigError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid with per-dataset method overrides is "
+        raise ValueError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid with per-dataset method overrides is "
                           "not supported (they name the methods before the grid renames them); write them as the "
                           "methods' own settings")
     out: dict[str, dict] = {}
     for m, spec in methods.items():
-        spec = spec or {}
+        spec = copy.deepcopy(spec or {})
         label = spec.get("label") or spec.get("series") or m
         for lr in sorted(grid):
-            out[grid_name(m, lr)] = deep_merge(spec, {"train": {"lr": float(lr)}, "x": float(lr),
-                                                      "series": spec.get("series", label),
-                                                      "label": f"{label}, lr {lr:g}", "grid_of": m})
+            out[grid_name(m, lr)] = {**spec, "train": {**(spec.get("train") or {}), "lr": float(lr)}, "x": float(lr),
+                                     "series": spec.get("series", label), "label": f"{label}, lr {lr:g}", "grid_of": m}
     return out
 
 
 def best_lr(points: dict[float, float], better: str) -> float:
     """The lr of the best mean metric among {lr: y}; ties go to the smaller lr."""
     if better not in ("max", "min"):
-        raise ConfigError(f"render.better must be max or min, got {better!r}")
+        raise ValueError(f"render.better must be max or min, got {better!r}")
     sign = -1.0 if better == "max" else 1.0
     return min(sorted(points), key=lambda lr: sign * points[lr])
 
