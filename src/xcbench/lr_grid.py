@@ -35,10 +35,11 @@ def expand(methods: dict[str, dict], grid: list[float], exp: dict) -> dict[str, 
                           "methods' own settings")
     out: dict[str, dict] = {}
     for m, spec in methods.items():
-        spec = copy.deepcopy(spec or {})
+        spec = spec or {}
         label = spec.get("label") or spec.get("series") or m
-        for lr in sorted(grid):
-            out[grid_name(m, lr)] = {**spec, "train": {**(spec.get("train") or {}), "lr": float(lr)}, "x": float(lr),
+        for lr in sorted(grid):  # each point its own copy of the method's settings, as a scale's override gives
+            point = copy.deepcopy(spec)
+            out[grid_name(m, lr)] = {**point, "train": {**(point.get("train") or {}), "lr": float(lr)}, "x": float(lr),
                                      "series": spec.get("series", label), "label": f"{label}, lr {lr:g}", "grid_of": m}
     return out
 

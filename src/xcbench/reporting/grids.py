@@ -15,7 +15,7 @@ from xcbench.lr_grid import selections, tuning_check
 from xcbench.registry import RENDERERS
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.labels import pretty
-from xcbench.reporting.sweeps import sweep
+from xcbench.reporting.sweeps import draw_sweep
 from xcbench.run import make_run
 
 
@@ -39,4 +39,4 @@ def lr_grid_figure(exp: dict, results: str, out: str, catalogue: dict) -> list[P
     runs_at = {(pretty(d), m): lr for (d, m), lr in tuned_lrs(exp, [(d, m) for d in exp["datasets"] for m in series]).items()}
     text = tuning_check(chosen, runs_at, exp.get("extends", exp["artifact"]), label=series.get)
     notes = " ".join(t for t in (exp.get("view_notes"), text) if t)
-    return sweep({**exp, "view_notes": notes}, results, out, catalogue)
+    return draw_sweep({**exp, "view_notes": notes}, recs, out, catalogue)

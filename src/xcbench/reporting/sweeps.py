@@ -71,9 +71,13 @@ def _baseline(exp: dict, recs: list[dict], datasets: list[str]) -> dict | None:
 
 @RENDERERS.register("sweep")
 def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    return draw_sweep(exp, collect(results, exp), out, catalogue)
+
+
+def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[Path]:
+    """The sweep figure and its pages from the runs' records (`collect`), for renderers that read them already."""
     opts = exp["render"]
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
-    recs = collect(results, exp)
     devices = _device_groups(exp, recs)
     spread: dict = {}
     panels = sweep_points(exp, recs, groups, devices, spread)
