@@ -107,3 +107,29 @@ def test_every_claim_quotes_what_of_its_paper_it_encodes(paper, claim):
     sentence (`quote`) or the table cells / figure values (`paper`), so a reader can check the encoding."""
     said = [claim.get(k) for k in ("abstract", "quote", "paper")]
     assert any(isinstance(s, str) and s.strip() for s in said), f"{paper}/{claim['id']}: add abstract, quote or paper"
+
+
+def test_a_run_cut_short_is_compared_with_a_finished_one_at_the_epoch_both_reached():
+    """A kept run cut by a time limit (epoch 4 of 10) beside a finished one: `final.` metrics are read after epoch 4
+    for both, where the finished run's end would flatter it; a test metric (each run's best epoch) is compared but
+    marked partial, as runs of unequal length."""
+    exp = {"datasets": ["d"], "seeds": [0], "methods": {"a": {}, "b": {}}}
+    curve_a, curve_b = [300.0, 200.0, 180.0, 170.0, 165.0, 150.0, 140.0], [300.0, 190.0, 170.0, 160.0, 155.0]
+    recs = [{"dataset": "d", "method": "a", "seed": 0, "epochs": 6, "metrics": {"ppl": 139.0, "ndcg@50": 0.3},
+             "final": {"val_ppl": curve_a[-1]}, "curves": {"epoch": list(range(7)), "val_ppl": curve_a}},
+            {"dataset": "d", "method": "b", "seed": 0, "epochs": 4, "cut_short_after_epoch": 4,
+             "metrics": {"ppl": 154.0, "ndcg@50": 0.2},
+             "final": {"val_ppl": curve_b[-1]}, "curves": {"epoch": list(range(5)), "val_ppl": curve_b}}]
+
+    def row(metric):
+        c = {"id": "x", "text": "t", "artifact": "f", "op": "<", "left": {"method": "a", "metric": metric},
+             "right": {"method": "b", "metric": metric}}
+        return KINDS["compare"](c, exp, recs, "paper", None)[0]
+
+    r = row("final.val_ppl")  # at their ends 150 < 155 would hold; after epoch 4, 165 vs 155 does not
+    assert r["verdict"] == "not held" and r["ours"].startswith("after epoch 4, the last every run reached: 165 < 155")
+    assert "val_ppl at epoch 4" in r["check"]
+    assert row("ppl")["verdict"] == "held, partial: runs of unequal length, one cut short after epoch 4"
+    assert row("ndcg@50")["ours"] == "0.3 < 0.2"  # a metric named with '@' is no epoch
+    recs[1].pop("cut_short_after_epoch")  # stopped early by its own rule (no improvement): its end is its result
+    assert row("final.val_ppl")["verdict"] == "held" and row("ppl")["verdict"] == "held"

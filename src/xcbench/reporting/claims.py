@@ -31,7 +31,7 @@ from pathlib import Path
 from xcbench.config import validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
-from xcbench.reporting.collect import aggregate, collect, for_rendering, record_value
+from xcbench.reporting.collect import AT_EPOCH, aggregate, collect, for_rendering, record_value
 from xcbench.reporting.labels import method_label, pretty
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -103,7 +103,9 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
 def _describe(side: dict, exp: dict) -> str:
     labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
-    return f"{who} {side['metric']}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
+    at = AT_EPOCH.fullmatch(side["metric"])
+    metric = f"{at[1].removeprefix('curves.')} at epoch {at[2]}" if at else side["metric"]
+    return f"{who} {metric}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
 def _one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
@@ -116,11 +118,31 @@ def _one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
     return False
 
 
+def cut_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> int | None:
+    """The last epoch that every run a claim compares on dataset d reached, where one of them was cut short by a
+    time limit before another's end (a kept cut run beside a finished one); None where they all ran alike."""
+    runs = [r for side in (c["left"], c["right"]) for r in recs
+            if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
+    reached = {int(r.get("epochs", 0)) for r in runs}
+    return min(reached) if len(reached) > 1 and any(r.get("cut_short_after_epoch") for r in runs) else None
+
+
+def at_epoch(side: dict, e: int) -> dict:
+    """A side's `final.<m>` read after epoch e instead (curves.<m>@e); other metrics unchanged."""
+    m = side["metric"]
+    return {**side, "metric": f"curves.{m[len('final.'):]}@epoch{e}"} if m.startswith("final.") else side
+
+
 def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
-    """left OP factor * right + offset, one row per dataset (or the claim's one dataset)."""
-    rows = []
+    """left OP factor * right + offset, one row per dataset (or the claim's one dataset). Where a compared run
+    was cut short before another's end, `final.` metrics are compared after the last epoch all of them reached,
+    and a claim on other metrics (test numbers at each run's best epoch) says that the runs' lengths differ."""
+    rows, claim = [], c
     datasets = [c["left"]["dataset"]] if "dataset" in c["left"] else exp["datasets"]
     for d in datasets:
+        e = cut_epoch(claim, recs, d, exp)
+        c = {**claim, "left": at_epoch(claim["left"], e), "right": at_epoch(claim["right"], e)} if e else claim
+        unequal = e is not None and c["left"] is claim["left"] and c["right"] is claim["right"]
         missing: list[str] = []
         lv, rv = _side(c["left"], recs, d, missing, exp), _side(c["right"], recs, d, missing, exp)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
@@ -143,9 +165,12 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
                 ok, how = noise
                 verdict = ("not testable: one seed, no spread to compare the margin with" if ok is None
                            else "held" if ok else "not held: within the seeds' noise")
-            if missing:  # evaluated over the runs present: say which are absent
-                verdict = f"{verdict}, partial: no run of {', '.join(missing)}"
-            ours = (f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+            gaps = ([f"no run of {', '.join(missing)}"] if missing else []) + \
+                ([f"runs of unequal length, one cut short after epoch {e}"] if unequal else [])
+            if gaps:  # evaluated over the runs present, or over runs of unequal length: say so
+                verdict = f"{verdict}, partial: {'; '.join(gaps)}"
+            ours = ((f"after epoch {e}, the last every run reached: " if e and not unequal else "") +
+                    f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
                     + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "")
                     + (f"; {noise[1]}" if noise is not None and noise[0] is not None else ""))
         rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))

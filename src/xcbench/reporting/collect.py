@@ -3,6 +3,7 @@ and aggregate over seeds: mean, sample standard deviation and the number of seed
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -67,18 +68,35 @@ def with_runs_only(exp: dict, records: list[dict]) -> dict:
             "without_runs": [(spec or {}).get("label") or m for m, spec in exp["methods"].items() if m not in ms]}
 
 
+AT_EPOCH = re.compile(r"(.+)@epoch(\d+)")  # a curve's value after one epoch (not ndcg@50)
+
+
 def record_value(r: dict, metric: str) -> float | None:
     """One run's number for a metric key: a test metric, a top-level number (wall_time_s) or a dotted path
     (final.step_ms, memory.peak_rss_bytes); `a|b`: the first of the keys the run reports (a GPU run's
-    memory.cuda_max_allocated_bytes, else its peak_rss_bytes); None where the run reports none."""
+    memory.cuda_max_allocated_bytes, else its peak_rss_bytes); `curves.<m>@epoch<e>`: a curve after epoch e; None where
+    the run reports none."""
     if "|" in metric:
         return next((v for v in (record_value(r, k) for k in metric.split("|")) if v is not None), None)
+    if AT_EPOCH.fullmatch(metric):  # curves.val_ppl@epoch4: the per-epoch curve's value after epoch 4
+        key, e = AT_EPOCH.fullmatch(metric).groups()
+        epochs, vals = r.get("curves", {}).get("epoch", []), record_value_list(r, key)
+        v = vals[epochs.index(int(e))] if vals and int(e) in epochs else None
+        return float(v) if isinstance(v, (int, float)) else None
     v = r["metrics"].get(metric, r.get(metric))
     if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
         v = r
         for part in metric.split("."):
             v = v.get(part) if isinstance(v, dict) else None
     return float(v) if isinstance(v, (int, float)) else None
+
+
+def record_value_list(r: dict, key: str) -> list | None:
+    """A run's per-epoch list at a dotted path (curves.val_ppl), None where it has none."""
+    v = r
+    for part in key.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v if isinstance(v, list) else None
 
 
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
