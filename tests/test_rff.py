@@ -279,3 +279,25 @@ def test_gathered_levels_in_chunks_of_queries_give_the_unchunked_draws(monkeypat
         out.append(s.sample(h, 50, torch.Generator().manual_seed(0)))
     for ids, lq in out[1:]:
         assert torch.equal(ids, out[0][0]) and torch.allclose(lq, out[0][1], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["quadratic", "rff"])
+def test_tree_descent_draws_the_numbers_of_one_draw_per_level(name):
+    """The descent draws every level's uniforms at once (one copy to a GPU, not one per level); on a CPU
+    generator these are the numbers a draw per level gives, so runs made before keep their draws: a descent
+    that draws per level, written out here, picks the same classes with the same log q."""
+    n, d, m = 300, 5, 50
+    s = SAMPLERS.get(name)(n, **({"D": 32} if name == "rff" else {}))
+    s.update(_unit(n, d, 4).float(), None)
+    h = _unit(7, d, 5).float()
+    ids, lq = s.sample(h, m, torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(3)
+    ph, parent = s._start(h, m)
+    node, ref_lq = torch.zeros(7, m, dtype=torch.long), torch.zeros(7, m, dtype=ph.dtype)
+    for lvl in range(s.depth):
+        lp_l, lp_r, m_l, m_r = s._branch(ph, node, lvl, parent)
+        right = torch.rand(node.shape, generator=g).log() >= lp_l
+        ref_lq += torch.where(right, lp_r, lp_l)
+        parent, node = torch.where(right, m_r, m_l), 2 * node + right.long()
+    assert torch.equal(ids, node) and torch.equal(lq, ref_lq.float())
+    assert len(set(ids.flatten().tolist())) > 20  # the draws spread over the classes: a real descent
