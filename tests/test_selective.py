@@ -550,3 +550,43 @@ def test_batched_pool_scores_equal_the_per_query_ones(chunk, monkeypatch):
     assert torch.allclose(got, (x @ U.T).gather(1, cand.clamp(max=49)).masked_fill(cand == 50, 0), atol=1e-6)
     low = U.to(torch.bfloat16)
     assert torch.allclose(rr.batched(low, x, cand).float(), rr.score(U, x, cand, cnt, low).float(), atol=1e-2)
+
+
+def test_open_set_validation_identifies_unseen_identities_disjoint_from_the_test(prepared):
+    """`open_val_ids`: each validation identifies N more identities of the generator: none of them a training or a
+    test identity (centres differ), the other splits' rows unchanged, and the number equals the test protocol run
+    on those rows by hand (gallery: each probe identity's first sample and every distractor sample)."""
+    import numpy as np
+
+    from xcbench.data.faces import FaceModel
+    from xcbench.metrics import topk_hit_rate
+    from xcbench.model import build_model
+    from xcbench.tasks.base import make_task
+
+    processed, entry = prepared("synthetic-faces-tiny")
+    base, fm = FaceModel(**entry["params"]), FaceModel(**entry["params"], n_open_val_ids=30)
+    for s in ("train", "verif"):  # adding the split leaves the others' rows as they were
+        assert np.array_equal(base.rows(s, np.arange(20)), fm.rows(s, np.arange(20)))
+    vx, vy = fm.split_arrays("open_val")
+    assert len(vx) == 30 * fm.per_id["open_val"] and vy.max() == 29
+    cv = fm.centres(np.arange(fm.n_of["verif"], fm.n_of["verif"] + 30), verif=True)
+    for other in (fm.centres(np.arange(fm.n_of["verif"]), verif=True), fm.centres(np.arange(fm.n_ids))):
+        assert (cv @ other.T).max() < 0.999  # no open-set identity is a test (verification) or a training one
+    model = build_model({"encoder": {"name": "mlp", "hidden": 8}}, "full_softmax", {}, fm.dim, fm.n_ids, 0).eval()
+    cpu = torch.device("cpu")
+    task = make_task({"task": {"name": "faces", "params": {"eval_train_size": 100, "open_val_ids": 30}}}, entry,
+                     processed, None, cpu, 0)
+    got = task.evaluate(model, "val")
+    with torch.no_grad():
+        E = torch.nn.functional.normalize(model.embed(torch.from_numpy(vx) * task.feature_scale), dim=1)
+    y = torch.from_numpy(vy)
+    first = torch.ones(len(y), dtype=torch.bool)
+    first[1:] = y[1:] != y[:-1]
+    probe = y < 15  # probe_share 0.5 of 30 identities
+    g, q = (probe & first) | ~probe, probe & ~first
+    assert got["ident_top1"] == pytest.approx(topk_hit_rate(E[q] @ E[g].T, y[q], y[g], 1))
+    assert {"top1", "ce", "verif_tpr"} <= set(got)
+    test = task.evaluate(model, "test")  # the test's numbers are those of its own identities
+    assert test["ident_top1"] != got["ident_top1"] or test["verif_tpr"] != got["verif_tpr"]
+    plain = make_task({"task": {"name": "faces", "params": {"eval_train_size": 100}}}, entry, processed, None, cpu, 0)
+    assert "ident_top1" not in plain.evaluate(model, "val")  # off by default: no run's spec or history changes

@@ -8,7 +8,9 @@ a counter-based generator (splitmix64 of the counter, two uniforms -> one Box-Mu
 any rows can be generated alone, in any order, with the same values as generating them all. The
 360,232-identity set (3.6M x 512 floats, 7 GB) is thus never held: `LazyRows` produces a batch's
 rows when it is indexed. Verification identities (for the face-identification tasks) use their own
-centre stream, so they are disjoint from the training identities.
+centre stream, so they are disjoint from the training identities. The open-set validation identities
+(`n_open_val_ids`, split "open_val") continue that stream after the verification ones (identities
+n_verif_ids, n_verif_ids + 1, ...) with their own noise: unseen in training and disjoint from the test's.
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ class FaceModel:
     """The generative model of one synthetic-faces dataset (the generator's params)."""
 
     def __init__(self, seed: int, n_ids: int, dim: int, per_id: dict, n_verif_ids: int, per_verif_id: int = 4,
-                 latent_dim: int = 64, hidden: int = 256, sigma: float = 0.35, lazy: bool = False) -> None:
+                 latent_dim: int = 64, hidden: int = 256, sigma: float = 0.35, lazy: bool = False,
+                 n_open_val_ids: int = 0) -> None:
         self.seed, self.n_ids, self.dim, self.r, self.sigma = seed, n_ids, dim, latent_dim, sigma
-        self.per_id = {**per_id, "verif": per_verif_id}
-        self.n_of = {s: n_ids for s in per_id} | {"verif": n_verif_ids}
+        self.per_id = {**per_id, "verif": per_verif_id, "open_val": per_verif_id}
+        self.n_of = {s: n_ids for s in per_id} | {"verif": n_verif_ids, "open_val": n_open_val_ids}
         rng = numpy_generator(seed, "synthetic-faces/observation")
         self.A1 = rng.standard_normal((latent_dim, hidden)) / np.sqrt(latent_dim)                 # (r, hidden)
         self.A2 = rng.standard_normal((hidden, dim)) / np.sqrt(hidden)                            # (hidden, d)
@@ -64,7 +67,8 @@ class FaceModel:
     def rows(self, split: str, k: np.ndarray) -> np.ndarray:
         """Features of samples k (indices within the split).  (len(k), d) float32"""
         k = np.asarray(k, dtype=np.int64)
-        mu = self.centres(k // self.per_id[split], verif=split == "verif")                       # (n, r)
+        ident = k // self.per_id[split] + (self.n_of["verif"] if split == "open_val" else 0)
+        mu = self.centres(ident, verif=split in ("verif", "open_val"))                           # (n, r)
         e = counter_normal(derive_seed(self.seed, f"faces/noise/{split}"), k, self.r)
         z = mu + self.sigma / np.sqrt(self.r) * e
         z /= np.linalg.norm(z, axis=1, keepdims=True)
