@@ -131,5 +131,8 @@ def test_a_run_cut_short_is_compared_with_a_finished_one_at_the_epoch_both_reach
     assert "val_ppl at epoch 4" in r["check"]
     assert row("ppl")["verdict"] == "held, partial: runs of unequal length, one cut short after epoch 4"
     assert row("ndcg@50")["ours"] == "0.3 < 0.2"  # a metric named with '@' is no epoch
+    recs[1].update(epochs=0, cut_short_after_epoch=0.5)  # cut inside its first epoch: nothing trained to compare
+    assert row("final.val_ppl")["verdict"].startswith("not testable") and row("ppl")["verdict"].startswith("not testable")
+    recs[1].update(epochs=4)
     recs[1].pop("cut_short_after_epoch")  # stopped early by its own rule (no improvement): its end is its result
     assert row("final.val_ppl")["verdict"] == "held" and row("ppl")["verdict"] == "held"

@@ -156,6 +156,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in used):
                 continue  # every run is there: the metric is not one this dataset reports (a text column)
             verdict, ours = "not run", "–"
+        elif e == 0:
+            verdict, ours = "not testable: a compared run was cut short inside its first epoch", "–"
         elif _one_epoch(c, recs, d, exp):
             verdict, ours = "not testable: one epoch trained, so its first and final epochs are the same", "–"
         else:
