@@ -78,25 +78,22 @@ def record_value(r: dict, metric: str) -> float | None:
     the run reports none."""
     if "|" in metric:
         return next((v for v in (record_value(r, k) for k in metric.split("|")) if v is not None), None)
-    if AT_EPOCH.fullmatch(metric):  # curves.val_ppl@epoch4: the per-epoch curve's value after epoch 4
-        key, e = AT_EPOCH.fullmatch(metric).groups()
-        epochs, vals = r.get("curves", {}).get("epoch", []), record_value_list(r, key)
-        v = vals[epochs.index(int(e))] if vals and int(e) in epochs else None
+    if at := AT_EPOCH.fullmatch(metric):  # curves.val_ppl@epoch4: the per-epoch curve's value after epoch 4
+        e, epochs, vals = int(at[2]), r.get("curves", {}).get("epoch", []), _at_path(r, at[1])
+        v = vals[epochs.index(e)] if isinstance(vals, list) and e in epochs else None
         return float(v) if isinstance(v, (int, float)) else None
     v = r["metrics"].get(metric, r.get(metric))
     if v is None and "." in metric:  # nested keys, e.g. memory.analytic_bytes
-        v = r
-        for part in metric.split("."):
-            v = v.get(part) if isinstance(v, dict) else None
+        v = _at_path(r, metric)
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def record_value_list(r: dict, key: str) -> list | None:
-    """A run's per-epoch list at a dotted path (curves.val_ppl), None where it has none."""
+def _at_path(r: dict, key: str):
+    """The value at a dotted path of a run's record (memory.analytic_bytes, curves.val_ppl), None where it has none."""
     v = r
     for part in key.split("."):
         v = v.get(part) if isinstance(v, dict) else None
-    return v if isinstance(v, list) else None
+    return v
 
 
 def aggregate(records: list[dict], dataset: str, method: str, metric: str) -> dict | None:
