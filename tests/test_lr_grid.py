@@ -11,6 +11,7 @@ from xcbench.io import write_json, write_yaml
 from xcbench.lr_grid import best_lr, expand, selections, tuning_check
 from xcbench.registry import RENDERERS
 from xcbench.run import expected_runs, make_run, run_location
+from xcbench.runspec import method_config
 
 XC = "config/experiments/xcbench"
 
@@ -25,8 +26,16 @@ def test_expand_runs_every_method_at_every_lr_with_its_own_settings():
     assert out["b.lr0.001"]["series"] == "B line" and out["b.lr0.001"]["head"] == "bce"
     with pytest.raises(ValueError, match="positive"):
         expand(methods, [0.0], {})
-    with pytest.raises(ValueError, match="per-dataset"):
-        expand(methods, [0.1], {"per_dataset": {"d": {"methods": {"a": {"params": {}}}}}})
+    # a table that states l*(d, m) per dataset: every grid point of m takes d's other overrides, never its lr
+    exp = resolve_experiment({"paper": "p", "artifact": "g", "methods": methods, "lr_grid": [0.001, 0.01],
+                              "datasets": ["d", "e"], "per_dataset": {"d": {"methods": {
+                                  "a": {"train": {"lr": 0.5, "epochs": 3}, "params": {"k": 1}}}}}}, "quick",
+                             check_libraries=False)
+    spec, train, _ = method_config(exp, "d", "a.lr0.01")
+    assert train == {"lr": 0.01, "epochs": 3} and spec["params"] == {"k": 1}
+    spec, train, _ = method_config(exp, "e", "a.lr0.01")
+    assert train == {"lr": 0.01, "epochs": 2} and "params" not in spec
+    assert method_config(exp, "d", "b.lr0.001")[1] == {"lr": 0.001}
     with pytest.raises(ConfigError, match="lr_grid must list positive"):  # resolving says which experiment
         resolve_experiment({"paper": "p", "artifact": "g", "methods": methods, "lr_grid": [-1.0]}, "quick",
                            check_libraries=False)

@@ -298,9 +298,11 @@ def resolve_experiment(exp: dict, scale: str, check_libraries: bool = True) -> d
             raise ConfigError(f"{out['artifact']}: methods {unknown} are not runs of {out['runs_of']}")
         out["methods"] = {m: out["methods"][m] for m in out.pop("view_methods") if m in out["methods"]}
     if "lr_grid" in out:  # every method at every lr of a stated grid (lr_grid.py), after the scale's skips
-        from xcbench.lr_grid import expand  # a leaf module: it imports nothing of the package
+        from xcbench.lr_grid import expand, per_dataset_points  # a leaf module: it imports nothing of the package
         try:
             out["methods"] = expand(out["methods"], out.pop("lr_grid"), out)
+            if "per_dataset" in out:
+                out["per_dataset"] = per_dataset_points(out["per_dataset"], out["methods"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
     from xcbench.registry import unavailable  # the registries import torch: only here, not for loading a file

@@ -8,7 +8,8 @@ and method m, on the mean over the grid's seeds of a validation metric y (the la
 
     l*(d, m) = argbest_g  y(d, m, l_g)      (ties: the smaller lr)
 
-The table the grid tunes states each method's lr in its own file (`train: {lr: ...}`), so its runs are
+The table the grid tunes states each method's lr in its own file (`train: {lr: ...}`; where the datasets'
+bests differ, in `per_dataset.<d>.methods.<m>.train`, which every grid point of m takes less the lr), so its runs are
 fixed before any training (a static DAG), and its seed-0 run at l* is the grid's run at l*: runs of equal
 settings train once (run.trainers). `tuning_check` is the check rendered in the grid's caption: for each
 (d, m), l*, the lr the tuned table runs m at, and whether they agree, or l* sits at an edge of the grid.
@@ -29,10 +30,6 @@ def expand(methods: dict[str, dict], grid: list[float], exp: dict) -> dict[str, 
     if not grid or any(not isinstance(v, (int, float)) or v <= 0 for v in grid):
         raise ValueError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid must list positive learning rates, "
                           f"got {grid!r}")
-    if any((p or {}).get("methods") for p in (exp.get("per_dataset") or {}).values()):
-        raise ValueError(f"{exp.get('paper')}/{exp.get('artifact')}: lr_grid with per-dataset method overrides is "
-                          "not supported (they name the methods before the grid renames them); write them as the "
-                          "methods' own settings")
     out: dict[str, dict] = {}
     for m, spec in methods.items():
         spec = spec or {}
@@ -42,6 +39,26 @@ def expand(methods: dict[str, dict], grid: list[float], exp: dict) -> dict[str, 
             out[grid_name(m, lr)] = {**point, "train": {**(point.get("train") or {}), "lr": float(lr)}, "x": float(lr),
                                      "series": spec.get("series", label), "label": f"{label}, lr {lr:g}", "grid_of": m}
     return out
+
+
+def per_dataset_points(per_dataset: dict, points: dict[str, dict]) -> dict:
+    """A dataset's overrides of a method (`per_dataset.<d>.methods.<m>`) given to every grid point of m, less
+    their `train.lr`: the point's lr is the grid's. The table a grid tunes states l*(d, m) there when the
+    datasets' bests differ; its other per-dataset settings (m's params, batch) hold at every point."""
+    out = {}
+    for d, block in per_dataset.items():
+        block = dict(block or {})
+        over = block.pop("methods", None) or {}
+        if over:
+            block["methods"] = {g: _without_lr(over[p["grid_of"]]) for g, p in points.items() if p["grid_of"] in over}
+        out[d] = block
+    return out
+
+
+def _without_lr(spec: dict | None) -> dict:
+    spec = copy.deepcopy(spec or {})
+    train = {k: v for k, v in (spec.pop("train", None) or {}).items() if k != "lr"}
+    return {**spec, **({"train": train} if train else {})}
 
 
 def best_lr(points: dict[float, float], better: str) -> float:
