@@ -129,12 +129,12 @@ def test_a_run_cut_short_is_compared_with_a_finished_one_at_the_epoch_both_reach
     r = row("final.val_ppl")  # at their ends 150 < 155 would hold; after epoch 4, 165 vs 155 does not
     assert r["verdict"] == "not held" and r["ours"].startswith("after epoch 4, the last every run reached: 165 < 155")
     assert "val_ppl at epoch 4" in r["check"]
-    assert row("ppl")["verdict"] == "held, partial: runs of unequal length, one cut short after epoch 4"
+    assert row("ppl")["verdict"] == "held, partial: runs of unequal length, one cut short by a time limit (all reached epoch 4)"
     assert row("ndcg@50")["ours"] == "0.3 < 0.2"  # a metric named with '@' is no epoch
     mixed = {"id": "x", "text": "t", "artifact": "f", "op": "<", "left": {"method": "a", "metric": "final.val_ppl"},
              "right": {"method": "b", "metric": "ppl"}}  # one side read after epoch 4, the other at its best epoch
     assert KINDS["compare"](mixed, exp, recs, "paper", None)[0]["verdict"] == \
-        "not held, partial: runs of unequal length, one cut short after epoch 4"
+        "not held, partial: runs of unequal length, one cut short by a time limit (all reached epoch 4)"
     recs[1].update(epochs=0, cut_short_after_epoch=0.5)  # cut inside its first epoch: nothing trained to compare
     assert row("final.val_ppl")["verdict"].startswith("not testable") and row("ppl")["verdict"].startswith("not testable")
     recs[1].update(epochs=4)

@@ -118,6 +118,9 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
             e = r["cut_short_after_epoch"]  # fractional when cut inside an epoch (a checkpoint there)
             at = f"epoch {e}" if e == int(e) else f"{e - int(e):.0%} of epoch {int(e) + 1}"
             cut.setdefault(f"{who} after {at}" + (f" of {planned}" if planned else ""), []).append(r.get("seed"))
+        elif r.get("trained_past_rule"):  # an older, longer patience trained on: read where today's rule stops
+            stopped.setdefault(f"{who} at epoch {r['epochs']} (trained to {r['trained_past_rule']} under a longer "
+                               "stop patience, read here)", []).append(r.get("seed"))
         elif planned and r.get("epochs", planned) < planned:
             stopped.setdefault(f"{who} at epoch {r['epochs']} of {planned}", []).append(r.get("seed"))
     many = len(exp.get("seeds", [])) > 1

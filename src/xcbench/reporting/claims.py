@@ -169,7 +169,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
                 verdict = ("not testable: one seed, no spread to compare the margin with" if ok is None
                            else "held" if ok else "not held: within the seeds' noise")
             gaps = ([f"no run of {', '.join(missing)}"] if missing else []) + \
-                ([f"runs of unequal length, one cut short after epoch {e}"] if unequal else [])
+                ([f"runs of unequal length, one cut short by a time limit (all reached epoch {e})"] if unequal else [])
             if gaps:  # evaluated over the runs present, or over runs of unequal length: say so
                 verdict = f"{verdict}, partial: {'; '.join(gaps)}"
             ours = ((f"after epoch {e}, the last every run reached: " if e and not unequal else "") +

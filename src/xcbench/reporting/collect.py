@@ -9,7 +9,8 @@ from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, read_yaml
-from xcbench.run import expected_runs, run_dir
+from xcbench.reporting.stop_rule import read_at_stop, rule_stop
+from xcbench.run import expected_runs, make_run, run_dir
 
 
 def collect(results: str | Path, exp: dict) -> list[dict]:
@@ -24,7 +25,8 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
                 res = read_yaml(cfg) or {}
                 rec["resolved"] = {k: v for k, v in res.items() if k != "experiment"}
                 rec["resolved"]["notes"] = (res.get("experiment") or {}).get("notes")
-            out.append(rec)
+            e = rule_stop(rec, make_run(exp, d, m, s).train)  # trained past where today's stopping rule ends it
+            out.append(read_at_stop(rec, e) if e is not None else rec)
     return out
 
 

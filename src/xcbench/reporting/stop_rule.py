@@ -1,0 +1,48 @@
+"""A kept run read where today's stopping rule ends it.
+
+A run trains epochs 1..E under a plateau schedule (schedules.Plateau): after epoch e it sees the validation
+value v_e, lowers the lr after `patience` epochs without a gain of `min_delta`, and stops once `stop_patience`
+epochs pass without one. The trajectory up to epoch e depends only on v_1..v_e and the rule's settings other
+than `stop_patience`, so a run trained under a longer `stop_patience` (an older setting; often a run then cut by
+a time limit) is, up to the epoch e* where today's rule stops, the run that today's settings train:
+
+    e* = min { e : Plateau(today's settings).update(v_1), ..., .update(v_e) returns True }
+
+provided that the replayed lr equals the run's recorded lr at every epoch up to e* (the same rule with the same
+steps) and the run's selected epoch (where its test metrics come from) is at or before e*. Such a record is
+read at e*: its curves end there, its `final.*` values are epoch e*'s, it stopped early (not cut short).
+"""
+
+from __future__ import annotations
+
+from xcbench.schedules import Plateau
+
+
+def rule_stop(rec: dict, train: dict) -> int | None:
+    """e* of a run record under the train config `train`, or None: no plateau rule, no stop before the
+    run's last epoch, a different lr path, or a selected epoch after e*."""
+    if train.get("schedule") != "plateau":
+        return None
+    rule = Plateau(float(train["lr"]), **(train.get("plateau") or {}))
+    curves = rec.get("curves") or {}
+    epochs, vals, lrs = curves.get("epoch"), curves.get(f"val_{rule.metric}"), curves.get("lr")
+    if not epochs or not vals or not lrs:
+        return None
+    for e, v, lr in zip(epochs, vals, lrs):
+        if e == 0:
+            continue  # the evaluation before training
+        if v is None or lr is None or abs(float(lr) - rule.lr) > 1e-9 * max(1.0, rule.lr):
+            return None  # another lr path: another rule trained it
+        if rule.update(float(v)):
+            return e if e < rec.get("epochs", e) and rec.get("best_epoch", 0) <= e else None
+    return None
+
+
+def read_at_stop(rec: dict, e: int) -> dict:
+    """The record as today's rule leaves it after epoch e: curves to e, `final.*` of epoch e (step time and
+    other wall-clock numbers stay the run's), stopped early instead of cut short."""
+    i = rec["curves"]["epoch"].index(e)
+    curves = {k: v[: i + 1] for k, v in rec["curves"].items()}
+    final = {**rec.get("final", {}), **{k: curves[k][i] for k in rec.get("final", {}) if k in curves}}
+    out = {k: v for k, v in rec.items() if k != "cut_short_after_epoch"}
+    return {**out, "curves": curves, "final": final, "epochs": e, "trained_past_rule": rec["epochs"]}
