@@ -53,8 +53,9 @@ def best_record(records: list[dict], paper: str, artifact: str, dataset: str, me
 
 def plan(root: Path, records: list[dict]) -> list[dict]:
     from xcbench.config import load_experiment, resolve_experiment
-    from xcbench.reporting.stop_rule import read_at_stop, rule_stop
-    from xcbench.run import expected_runs, make_run, run_location, view_runs
+    from xcbench.reporting.stop_rule import as_today
+    from xcbench.run import expected_runs, run_location, view_runs
+    from xcbench.runspec import method_config
 
     rows = []
     for f in sorted((REPO / "config" / "experiments").glob("*/*.yaml")):
@@ -68,8 +69,8 @@ def plan(root: Path, records: list[dict]) -> list[dict]:
                 continue  # trained (and counted) by the artifact that owns the identical run
             metrics = root / exp["paper"] / owner / d / key / f"seed{s}" / "metrics.json"
             done = json.loads(metrics.read_text()) if metrics.exists() else None
-            if done and (e := rule_stop(done, make_run(exp, d, m, s).train)) is not None:
-                done = read_at_stop(done, e)  # trained past where today's stopping rule ends it: finished there
+            if done:  # trained past where today's stopping rule ends it: finished there
+                done = as_today(done, method_config(exp, d, m)[1])
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "seed": s,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name")}

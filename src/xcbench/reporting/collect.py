@@ -9,7 +9,7 @@ from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, read_yaml
-from xcbench.reporting.stop_rule import read_at_stop, rule_stop
+from xcbench.reporting.stop_rule import as_today
 from xcbench.run import expected_runs, run_dir
 from xcbench.runspec import method_config
 
@@ -26,8 +26,7 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
                 res = read_yaml(cfg) or {}
                 rec["resolved"] = {k: v for k, v in res.items() if k != "experiment"}
                 rec["resolved"]["notes"] = (res.get("experiment") or {}).get("notes")
-            e = rule_stop(rec, method_config(exp, d, m)[1])  # trained past where today's stopping rule ends it
-            out.append(read_at_stop(rec, e) if e is not None else rec)
+            out.append(as_today(rec, method_config(exp, d, m)[1]))  # trained past where today's stop rule ends it
     return out
 
 

@@ -46,3 +46,10 @@ def read_at_stop(rec: dict, e: int) -> dict:
     final = {**rec.get("final", {}), **{k: curves[k][i] for k in rec.get("final", {}) if k in curves}}
     out = {k: v for k, v in rec.items() if k != "cut_short_after_epoch"}
     return {**out, "curves": curves, "final": final, "epochs": e, "trained_past_rule": rec["epochs"]}
+
+
+def as_today(rec: dict, train: dict) -> dict:
+    """The record as today's train config `train` leaves it: read at e* where its rule stops a run trained
+    past it, else unchanged."""
+    e = rule_stop(rec, train)
+    return read_at_stop(rec, e) if e is not None else rec
