@@ -24,15 +24,7 @@ from typing import Any
 
 import torch
 
-
-def differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Dotted key paths where two nested dicts differ, with both values."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in sorted(set(old) | set(new), key=str):
-            out += differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
-        return out
-    return [] if old == new else [f"{path or '(spec)'}: {old!r} -> {new!r}"]
+from xcbench.runspec import differences
 
 
 def _aside(path: Path, suffix: str) -> Path:

@@ -147,6 +147,9 @@ def cmd_rerender(args) -> None:
             recs = collect(results, exp)
             if not recs:
                 continue
+            for r in (r for r in recs if r.get("drift")):
+                print(f"warning: {paper_dir.name}/{f.stem} {r['dataset']}/{r['method']} seed {r['seed']} was trained "
+                      f"with other settings than today's {f}: {'; '.join(r['drift'])} (rerun it to update)", file=sys.stderr)
             exp = with_runs_only(exp, recs)
             out = figures / paper_dir.name / f.stem
             for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):

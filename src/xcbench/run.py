@@ -65,7 +65,7 @@ def make_run(exp: dict, dataset: str, method: str, seed: int) -> Run:
     head, train, model = method_config(exp, dataset, method)
     task, params = task_config(exp, dataset)
     spec = {"paper": exp["paper"], "artifact": exp["artifact"], "scale": exp["scale"], "dataset": dataset,
-            "method": method, "seed": seed, "head": head["head"], "head_params": head.get("params", {}),
+            "method": method, "seed": seed, "head": head.get("head"), "head_params": head.get("params", {}),
             "train": train, "model": model,
             "task": {"name": task, "params": params}, "features": exp.get("features"), "xcbench": __version__}
     return Run(exp, dataset, method, seed, head, train, model, task, params, spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from xcbench.config import ConfigError, deep_merge
 
@@ -78,3 +79,13 @@ def task_config(exp: dict, dataset: str | None) -> tuple[str, dict]:
 def spec_hash(spec: dict) -> str:
     """A short stable digest of a run spec (the train rule's `params:`)."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Dotted key paths where two nested dicts differ, with both values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
+        return out
+    return [] if old == new else [f"{path or '(spec)'}: {old!r} -> {new!r}"]

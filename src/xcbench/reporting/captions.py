@@ -108,11 +108,13 @@ def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None
 
 
 def run_status(exp: dict, recs: list[dict] | None) -> str:
-    """Which shown runs were cut short (a time limit) or stopped early (no improvement), if any; the seeds
-    of a method cut at the same point are one entry, "(seeds 0, 1)"."""
-    cut, stopped = {}, {}
+    """Which shown runs were cut short (a time limit), stopped early (no improvement) or trained with settings
+    other than today's (`drift`), if any; the seeds of a method cut at the same point are one entry, "(seeds 0, 1)"."""
+    cut, stopped, drifted = {}, {}, {}
     for r in recs or []:
         who = f"{method_label(exp, r['method'])}" + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
+        if r.get("drift"):  # a kept run whose settings today's file has changed (reporting/drift.py)
+            drifted.setdefault(f"{who} ({', '.join(d.split(':')[0] for d in r['drift'])})", []).append(r.get("seed"))
         planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
         if r.get("cut_short_after_epoch"):
             e = r["cut_short_after_epoch"]  # fractional when cut inside an epoch (a checkpoint there)
@@ -129,7 +131,9 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
         return ", ".join(k + (f" (seed{'s' * (len(v) > 1)} {', '.join(map(str, v))})" if many else "")
                          for k, v in found.items())
     parts = ([f"Cut short by the time limit (tested at the best epoch so far): {entries(cut)}."] if cut else []) + \
-        ([f"Stopped early (no validation improvement): {entries(stopped)}."] if stopped else [])
+        ([f"Stopped early (no validation improvement): {entries(stopped)}."] if stopped else []) + \
+        ([f"Trained with settings other than today's experiment file (kept runs; rerun them to update): "
+          f"{entries(drifted)}."] if drifted else [])
     return " ".join(parts)
 
 

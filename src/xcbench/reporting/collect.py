@@ -9,24 +9,29 @@ from pathlib import Path
 
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, read_yaml
+from xcbench.reporting.drift import drift
 from xcbench.reporting.stop_rule import as_today
-from xcbench.run import expected_runs, run_dir
+from xcbench.run import expected_runs, make_run, run_dir
 from xcbench.runspec import method_config
 
 
 def collect(results: str | Path, exp: dict) -> list[dict]:
-    """One record per finished run of the experiment at its scale."""
+    """One record per finished run of the experiment at its scale; `drift`: where the settings it was trained
+    with differ from today's run spec (reporting/drift.py)."""
     out = []
     for d, m, s in expected_runs(exp):
         p = run_dir(results, exp, d, m, s) / "metrics.json"
         if p.exists():
             rec = {**read_json(p), "dataset": d, "method": m, "seed": s}  # the name this experiment gives it
-            cfg = p.with_name("config.resolved.yaml")
+            cfg, res = p.with_name("config.resolved.yaml"), None
             if cfg.exists():  # the settings the run was trained with (captions describe these, not today's file)
                 res = read_yaml(cfg) or {}
                 rec["resolved"] = {k: v for k, v in res.items() if k != "experiment"}
                 rec["resolved"]["notes"] = (res.get("experiment") or {}).get("notes")
-            out.append(as_today(rec, method_config(exp, d, m)[1]))  # trained past where today's stop rule ends it
+            rec = as_today(rec, method_config(exp, d, m)[1])  # trained past where today's stop rule ends it
+            if res is not None and (moved := drift(res, make_run(exp, d, m, s).spec, rec)):
+                rec["drift"] = moved  # trained with settings other than today's (a kept tree after an edit)
+            out.append(rec)
     return out
 
 

@@ -18,24 +18,34 @@ from __future__ import annotations
 from xcbench.schedules import Plateau
 
 
-def rule_stop(rec: dict, train: dict) -> int | None:
-    """e* of a run record under the train config `train`, or None: no plateau rule, no stop before the
-    run's last epoch, a different lr path, or a selected epoch after e*."""
+def replay(rec: dict, train: dict) -> tuple[bool, int | None]:
+    """Today's plateau rule (train config `train`) replayed over a record's validation curve: (whether the
+    record's lr followed it at every epoch up to its stop or the record's end, the epoch where it stops or
+    None where it does not within the record). (False, None): no plateau rule, or no curves to replay."""
     if train.get("schedule") != "plateau":
-        return None
+        return False, None
     rule = Plateau(float(train["lr"]), **(train.get("plateau") or {}))
     curves = rec.get("curves") or {}
     epochs, vals, lrs = curves.get("epoch"), curves.get(f"val_{rule.metric}"), curves.get("lr")
     if not epochs or not vals or not lrs:
-        return None
+        return False, None
     for e, v, lr in zip(epochs, vals, lrs):
         if e == 0:
             continue  # the evaluation before training
         if v is None or lr is None or abs(float(lr) - rule.lr) > 1e-9 * max(1.0, rule.lr):
-            return None  # another lr path: another rule trained it
+            return False, None  # another lr path: another rule trained it
         if rule.update(float(v)):
-            return e if e < rec.get("epochs", e) and rec.get("best_epoch", 0) <= e else None
-    return None
+            return True, e
+    return True, None
+
+
+def rule_stop(rec: dict, train: dict) -> int | None:
+    """e* of a run record under the train config `train`, or None: no plateau rule, no stop before the
+    run's last epoch, a different lr path, or a selected epoch after e*."""
+    same, e = replay(rec, train)
+    if not same or e is None:
+        return None
+    return e if e < rec.get("epochs", e) and rec.get("best_epoch", 0) <= e else None
 
 
 def read_at_stop(rec: dict, e: int) -> dict:

@@ -1,0 +1,96 @@
+"""A kept run whose settings today's experiment file has changed is named, in collect and in the caption
+(reporting/drift.py); how a job ran, a probe's empty train settings and a replayed longer stop patience are not."""
+
+import pytest
+
+from xcbench.config import ROOT, load_experiment
+from xcbench.io import write_json, write_yaml
+from xcbench.reporting.captions import run_status
+from xcbench.reporting.collect import collect, for_rendering
+from xcbench.reporting.drift import RUN_OPTIONS, drift
+from xcbench.run import make_run
+
+RULE = {"metric": "ppl", "mode": "min", "factor": 0.25, "patience": 2, "min_lr": 0.01, "min_delta": 0.1,
+        "stop_patience": 3}
+EXP = {"paper": "p", "artifact": "t", "title": "T", "task": {"name": "lm", "params": {}}, "scale": "quick",
+       "render": {"kind": "table", "renderer": "metric_table", "metrics": ["ppl"]},
+       "datasets": ["d"], "seeds": [0], "methods": {"m": {"head": "sampled_softmax", "label": "M", "params": {"m": 20}}},
+       "train": {"epochs": 12, "batch_size": 8, "lr": 20.0, "schedule": "plateau", "plateau": RULE}}
+VALS = [300.0, 200.0, 150.0, 140.0] + [139.99] * 8  # no gain of min_delta after epoch 4: today's rule stops at 7
+
+
+def _record(epochs: int, best: int = 4) -> dict:
+    """A run's metrics record over VALS[:epochs] at lr 20 (the plateau rule's lr changes at epoch 6 are not
+    replayed here: every recorded lr is 20, the path a patience-2 rule follows until epoch 6)."""
+    from xcbench.schedules import Plateau
+    rule, lrs = Plateau(20.0, **{**RULE, "stop_patience": 100}), [0.0]
+    for v in VALS[:epochs]:
+        lrs.append(rule.lr)
+        rule.update(v)
+    return {"metrics": {"ppl": VALS[best - 1]}, "epochs": epochs, "best_epoch": best, "final": {"val_ppl": VALS[epochs - 1]},
+            "curves": {"epoch": list(range(epochs + 1)), "lr": lrs, "val_ppl": [1e4] + VALS[:epochs]}}
+
+
+def _spec(exp=EXP) -> dict:
+    return make_run(exp, "d", "m", 0).spec
+
+
+def test_settings_of_the_job_and_names_are_not_drift():
+    rec = _spec()
+    kept = {**rec, "artifact": "owner", "method": "other_key", "xcbench": "0.0.1", "data": {"rows": 3},
+            "train": {**rec["train"], "checkpoint_minutes": 30.0, "finish": True, "stop_after": 1}}
+    assert drift(kept, _spec(), {}) == []
+    assert drift({**kept, "train": {}}, _spec(), {}) == []  # a probe records no train settings
+    assert drift({k: v for k, v in kept.items() if k != "features"}, _spec(), {}) == []  # features: None today
+
+
+def test_a_changed_setting_is_drift():
+    rec = _spec()
+    assert drift({**rec, "train": {**rec["train"], "lr": 10.0}}, _spec(), {}) == ["train.lr: 10.0 -> 20.0"]
+    assert drift({**rec, "head_params": {"m": 50}}, _spec(), {}) == ["head_params.m: 50 -> 20"]
+    assert drift({**rec, "model": {"encoder": {"name": "lstm_lm"}}}, _spec(), {}) == \
+        ["model.encoder: {'name': 'lstm_lm'} -> '<absent>'"]
+    assert drift({**rec, "train": {**rec["train"], "finish": True, "epochs": 5}}, _spec(), {}) == ["train.epochs: 5 -> 12"]
+
+
+def test_the_run_options_are_the_fit_options():
+    from dataclasses import fields
+
+    from xcbench.train import FitOptions
+    assert set(RUN_OPTIONS) == {f.name for f in fields(FitOptions)}
+
+
+def test_a_longer_stop_patience_is_drift_only_where_the_run_is_not_todays(tmp_path):
+    """Written with patience 100: read at today's stop (epoch 7) it is today's run; ended before today's rule
+    would end it (a shorter patience), or selected after today's stop, it is not."""
+    def kept(stop_patience: int, rec: dict) -> list[dict]:
+        run = tmp_path / str(stop_patience) / "quick" / "p" / "t" / "d" / "m" / "seed0"
+        spec = _spec()
+        write_yaml(run / "config.resolved.yaml",
+                   {**spec, "train": {**spec["train"], "plateau": {**RULE, "stop_patience": stop_patience}}})
+        write_json(run / "metrics.json", rec)
+        return collect(tmp_path / str(stop_patience), EXP)
+
+    (read,) = kept(100, _record(12))
+    assert read["epochs"] == 7 and "drift" not in read  # read where today's rule stops
+    (cut,) = kept(101, _record(5))
+    assert "drift" not in cut  # cut before today's stop: today's run to that epoch
+    (shorter,) = kept(2, _record(6))
+    assert shorter["drift"] == ["train.plateau.stop_patience: 2 -> 3"]
+    (late,) = kept(100, _record(12, best=10))
+    assert late["drift"] == ["train.plateau.stop_patience: 100 -> 3"]  # its test numbers come from after epoch 7
+    assert "Trained with settings other than today's experiment file (kept runs; rerun them to update): M " \
+           "(train.plateau.stop_patience)." in run_status(EXP, [late])
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_the_kept_trees_hold_todays_runs(scale):
+    """Every kept run of reference/<scale> was trained with the settings today's experiment files give it
+    (after an edit of a file: rerun its runs, or the caption says which were not)."""
+    results, drifted = ROOT / "reference" / scale / "results", []
+    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
+        if "runs_of" in load_experiment(f):
+            continue  # a view renders its owner's runs
+        drifted += [f"{f.stem} {r['dataset']}/{r['method']}/{r['seed']}: {r['drift']}"
+                    for r in collect(results, for_rendering(f, scale, results)) if r.get("drift")]
+    assert drifted == []
