@@ -34,7 +34,7 @@ def main() -> None:
 
     exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = pick_device(a.device)
-    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, None, device, 0, dataset=a.dataset)
+    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)
     _, train_cfg, model, opt = build(exp, task, a.dataset, a.method, device)
     model.head.on_epoch_start(0, torch_generator(0, "index"))
     loss_gen = torch_generator(0, "loss")

@@ -170,12 +170,12 @@ def run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", default="paper")
     p.add_argument("--dataset", required=True)
     p.add_argument("--processed", required=True, help="data/processed/<dataset>/dataset.npz (snakemake builds it)")
+    p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_args(p)
-    p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
     p.add_argument("--methods", nargs="*", default=None, help="default: every method of the experiment")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--read-ahead", type=int, default=None, help="threads generating lazy batches ahead (as "
