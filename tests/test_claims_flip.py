@@ -140,3 +140,32 @@ def test_a_run_cut_short_is_compared_with_a_finished_one_at_the_epoch_both_reach
     recs[1].update(epochs=4)
     recs[1].pop("cut_short_after_epoch")  # stopped early by its own rule (no improvement): its end is its result
     assert row("final.val_ppl")["verdict"] == "held" and row("ppl")["verdict"] == "held"
+
+
+def test_a_claim_against_every_other_run_is_refuted_by_two_runs_that_went_further():
+    """'T = 0.5 below every other temperature' with T = 0.3 cut after epoch 4: compared after epoch 4 it holds,
+    but T = 0.4, trained the whole 6 epochs as T = 0.5 was, ends below it: not held, at their ends."""
+    exp = {"datasets": ["d"], "seeds": [0], "methods": {"t05": {"label": "T = 0.5"}, "t04": {"label": "T = 0.4"},
+                                                         "t03": {"label": "T = 0.3"}}}
+
+    def rec(m, curve, cut=False):
+        return {"dataset": "d", "method": m, "seed": 0, "epochs": len(curve) - 1, "metrics": {},
+                "final": {"val_ppl": curve[-1]}, "curves": {"epoch": list(range(len(curve))), "val_ppl": curve},
+                **({"cut_short_after_epoch": len(curve) - 1} if cut else {})}
+    t05, t03 = [400.0, 250.0, 200.0, 180.0, 172.0, 160.0, 150.0], [400.0, 300.0, 250.0, 220.0, 200.0]
+    claim = {"id": "x", "text": "t", "artifact": "f", "op": "<", "left": {"method": "t05", "metric": "final.val_ppl"},
+             "right": {"methods": ["t03", "t04"], "reduce": "min", "metric": "final.val_ppl"}}
+
+    def row(t04, cut04=False):
+        return KINDS["compare"](claim, exp, [rec("t05", t05), rec("t03", t03, cut=True), rec("t04", t04, cut04)],
+                                "paper", None)[0]
+    ahead = [400.0, 260.0, 210.0, 190.0, 175.0, 155.0, 145.0]  # behind T = 0.5 at epoch 4, ahead at epoch 6
+    r = row(ahead)
+    assert r["verdict"] == "not held" and r["ours"] == \
+        "T = 0.5 and T = 0.4 at their ends (epoch 6): 150 < 145 (after epoch 4, the last every run reached: 172 < 175)"
+    r = row(ahead[:6], cut04=True)  # T = 0.4 cut after epoch 5, ahead there: compared after epoch 5
+    assert r["verdict"] == "not held" and r["ours"].startswith("after epoch 5, the last T = 0.5 and T = 0.4 both reached: 160 < 155")
+    behind = [400.0, 260.0, 210.0, 190.0, 175.0, 165.0, 155.0]  # behind at every epoch: the epoch-4 verdict stands
+    assert row(behind)["verdict"] == "held" and row(behind)["ours"] == "after epoch 4, the last every run reached: 172 < 175"
+    worse_early = [400.0, 240.0, 190.0, 170.0, 170.0, 165.0, 155.0]  # ahead at epoch 4 only: refuted there already
+    assert row(worse_early)["ours"] == "after epoch 4, the last every run reached: 172 < 170"

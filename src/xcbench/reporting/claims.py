@@ -19,6 +19,9 @@ with one seed there is no spread to compare with ("not testable: one seed", unle
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
 (MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all".
+Runs of unequal length (one cut short by a time limit) are compared on `final.` metrics after the last epoch
+all of them reached; a claim against every method of a side ("below every other temperature") is also
+refuted by one pair that went further than that epoch (`later_counterexample`).
 """
 
 from __future__ import annotations
@@ -133,6 +136,38 @@ def at_epoch(side: dict, e: int) -> dict:
     return {**side, "metric": f"curves.{m[len('final.'):]}@epoch{e}"} if m.startswith("final.") else side
 
 
+EVERY = {("<", "min"), ("<=", "min"), (">", "max"), (">=", "max")}  # left OP each method of the right side
+
+
+def later_counterexample(c: dict, recs: list[dict], d: str, exp: dict, e: int) -> tuple | None:
+    """A claim `left OP every method of the right side` (op < with reduce min, > with max) on `final.` metrics,
+    whose runs are compared after epoch e, the last all of them reached (one was cut short): it holds only if it
+    holds against each method alone, and a pair of runs that both went further than e can refute it with more
+    epochs (the finished T = 0.5 beside a T = 0.4 trained as long, with other temperatures cut at 4). Returns the
+    refuting pair compared at the last epoch both reached (their ends where neither was cut), the latest such:
+    (epoch, method, left value, right value, cut) with `cut` whether a run of the pair was cut; None if none."""
+    right, factor, offset = c["right"], float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
+    if (c["op"], right.get("reduce", "min")) not in EVERY or "method" in right or "method" not in c["left"] or \
+            not all(s["metric"].startswith("final.") for s in (c["left"], right)):
+        return None
+    found = None
+    for m in side_methods(right, exp):
+        pair = {**c, "right": {**{k: v for k, v in right.items() if k not in ("methods", "tagged", "reduce")}, "method": m}}
+        runs = [r for side in (pair["left"], pair["right"]) for r in recs
+                if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
+        reached = min((int(r.get("epochs", 0)) for r in runs), default=0)
+        if reached <= e:
+            continue
+        e2 = cut_epoch(pair, recs, d, exp)
+        if e2 is not None:
+            pair = {**pair, "left": at_epoch(pair["left"], e2), "right": at_epoch(pair["right"], e2)}
+        lv, rv = _side(pair["left"], recs, d, None, exp), _side(pair["right"], recs, d, None, exp)
+        if lv is not None and rv is not None and not OPS[c["op"]](lv, factor * rv + offset) and \
+                (found is None or reached > found[0]):
+            found = (reached, m, lv, rv, e2 is not None)
+    return found
+
+
 def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """left OP factor * right + offset, one row per dataset (or the claim's one dataset). Where a compared run
     was cut short before another's end, `final.` metrics are compared after the last epoch all of them reached,
@@ -176,6 +211,14 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
                     f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
                     + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "")
                     + (f"; {noise[1]}" if noise is not None and noise[0] is not None else ""))
+            late = later_counterexample(claim, recs, d, exp, e) if e and not unequal else None
+            if late is not None:  # refuted by two runs that went further than the rest
+                at, m, lv2, rv2, cut = late
+                who = f"{method_label(exp, side_methods(claim['left'], exp)[0])} and {method_label(exp, m)}"
+                verdict = "not held" + (f", partial: no run of {', '.join(missing)}" if missing else "")
+                ours = (f"after epoch {at}, the last {who} both reached: " if cut else f"{who} at their ends (epoch {at}): ") + \
+                    f"{lv2:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv2:.4g}" + \
+                    (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "") + f" ({ours})"
         rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
     return rows
 
