@@ -60,7 +60,9 @@ class Dropout(nn.Module):
             return x * torch.zeros((), dtype=x.dtype, device=x.device)
         if self.on_device:  # `train.draws: device`: the device's own stream (torch.cuda's, in the checkpoint)
             return x * torch.empty_like(x).bernoulli_(1.0 - self.p).div_(1.0 - self.p)
-        m = torch.empty(x.shape, dtype=x.dtype).bernoulli_(1.0 - self.p)                       # x.shape, on the CPU
+        # x's shape and strides, on the CPU: the bits land in x's memory order as nn.Dropout's do (its mask is
+        # empty_like(x)); an LSTM's batch-first output is a strided view, where a contiguous mask differs
+        m = torch.empty_like(x, device="cpu").bernoulli_(1.0 - self.p)
         return x * m.div_(1.0 - self.p).to(x.device)
 
     def extra_repr(self) -> str:
