@@ -1,0 +1,118 @@
+"""Does today's code give a kept tree's numbers? Retrain some of `reference/<scale>`'s runs and compare.
+
+The drift check (src/xcbench/reporting/drift.py) holds a kept run's *settings* to today's experiment files;
+this script holds its *numbers* to today's code: it retrains kept runs with `xcbench train --no-reuse` (same
+experiment, dataset, method and seed, on the CPU, one thread) into a scratch folder and compares the test
+metrics and per-epoch curves (the training loss among them) of metrics.json with the kept ones, exactly (CPU runs are deterministic for a seed). A difference
+means the code computes something else than when the run was kept: an intended change (then retrain the
+kept runs it touches) or a regression, as when the encoders' dropout drew its mask in another memory order
+(found by hand, docs/results.md; this script would have found it).
+
+    python benchmarks/reproduce_kept.py --root reference/quick --scale quick --data /path/to/data --max-seconds 10
+
+Picks the cheapest kept run of every (head, encoder, dropout on or off) family whose recorded wall time is
+at most --max-seconds (or the runs named by --runs, paths under <root>/results/<scale>/), skips runs whose
+data are not prepared under --data, and writes benchmarks/out/reproduce_kept_<scale>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import OUT, write_outputs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def numbers(rec: dict) -> dict:
+    """What a run computed: its test metrics and its per-epoch curves (the training loss among them, which a
+    change of the last float bit moves where ranking metrics may not); wall-clock numbers are not in either."""
+    return {**{f"metrics.{k}": v for k, v in rec["metrics"].items()}, **{f"curves.{k}": v for k, v in rec.get("curves", {}).items()}}
+
+
+def kept_runs(results: Path) -> list[dict]:
+    """Every kept run trained (not copied) with its record and settings."""
+    from xcbench.io import read_yaml
+    from xcbench.runspec import encoder_config
+
+    out = []
+    for f in sorted(results.glob("*/*/*/*/seed*/metrics.json")):
+        rec = json.loads(f.read_text())
+        cfg = read_yaml(f.with_name("config.resolved.yaml")) or {}
+        if rec.get("reused_from") or not rec.get("wall_time_s") or not cfg.get("train"):
+            continue
+        paper, artifact, dataset, method, seed = f.parent.relative_to(results).parts
+        enc = encoder_config(cfg.get("model") or {})
+        out.append({"path": str(f.parent.relative_to(results)), "paper": paper, "artifact": artifact, "dataset": dataset,
+                    "method": method, "seed": int(seed[4:]), "wall_s": rec["wall_time_s"], "numbers": numbers(rec),
+                    "features": cfg.get("features"), "family": (cfg.get("head"), enc.get("name"),
+                                                                float(enc.get("dropout") or 0) > 0)})
+    return out
+
+
+def cheapest_per_family(runs: list[dict], max_s: float) -> list[dict]:
+    best: dict = {}
+    for r in sorted(runs, key=lambda r: r["wall_s"]):
+        if r["wall_s"] <= max_s:
+            best.setdefault(r["family"], r)
+    return list(best.values())
+
+
+def retrain(r: dict, scale: str, data: Path, scratch: Path) -> dict:
+    processed = data / "processed" / r["dataset"] / "dataset.npz"
+    if not processed.exists():
+        return {**r, "status": f"skipped: {processed} not prepared"}
+    cmd = [sys.executable, "-m", "xcbench", "train", "--experiment",
+           str(REPO / "config" / "experiments" / r["paper"] / f"{r['artifact']}.yaml"), "--scale", scale,
+           "--dataset", r["dataset"], "--method", r["method"], "--seed", str(r["seed"]), "--processed", str(processed),
+           "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(scratch / r["path"])]
+    f = r["features"]
+    if f and (data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt").exists():
+        cmd += ["--features", str(data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        return {**r, "status": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]}
+    now, kept = numbers(json.loads((scratch / r["path"] / "metrics.json").read_text())), r["numbers"]
+    diff = {k: (kept.get(k), now.get(k)) for k in sorted(set(now) | set(kept)) if now.get(k) != kept.get(k)}
+    return {**r, "status": "identical" if not diff else "differs", "differences": diff}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", default="reference/quick")
+    p.add_argument("--scale", default="quick")
+    p.add_argument("--data", default="data", help="the folder holding processed/ and features/ (the DAG's data=)")
+    p.add_argument("--max-seconds", type=float, default=10.0, help="kept runs whose recorded wall time is at most this")
+    p.add_argument("--runs", nargs="*", help="run folders under <root>/results/<scale>/ instead of the cheapest per family")
+    p.add_argument("--out-dir", default=OUT)
+    a = p.parse_args()
+    results = (REPO / a.root / "results" / a.scale).resolve()
+    runs = kept_runs(results)
+    picked = [r for r in runs if r["path"] in set(a.runs)] if a.runs else cheapest_per_family(runs, a.max_seconds)
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = []
+        for r in picked:
+            rows.append(retrain(r, a.scale, Path(a.data).resolve(), Path(scratch)))
+            print(f"{rows[-1]['path']}: {rows[-1]['status']}", flush=True)
+    md = [f"# Kept {a.scale}-scale runs retrained by today's code (CPU, one thread): the same numbers?", "",
+          "| run | head | encoder | dropout | kept wall s | result | first difference (kept vs now) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        first = next(iter(r.get("differences", {}).items()), None)
+        md.append(f"| {r['path']} | {r['family'][0]} | {r['family'][1]} | {'on' if r['family'][2] else 'off'} | "
+                  f"{r['wall_s']:.1f} | {r['status']} | {f'{first[0]}: {first[1][0]} vs {first[1][1]}' if first else ''} |")
+    same = sum(r["status"] == "identical" for r in rows)
+    md += ["", f"{same} of {len(rows)} runs give their kept test metrics and per-epoch curves (training loss, validation metrics) exactly. Picked: the cheapest kept run of each "
+           "(head, encoder, dropout on/off) family"
+           f"{' named by --runs' if a.runs else f' with a recorded wall time of at most {a.max_seconds:g} s'}."]
+    rows = [{**r, "family": list(r["family"])} for r in rows]
+    for path in write_outputs(f"reproduce_kept_{a.scale}", rows, "\n".join(md), a.out_dir):
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
