@@ -3,10 +3,10 @@
 The drift check (src/xcbench/reporting/drift.py) holds a kept run's *settings* to today's experiment files;
 this script holds its *numbers* to today's code: it retrains kept runs with `xcbench train --no-reuse` (same
 experiment, dataset, method and seed, on the CPU, one thread) into a scratch folder and compares the test
-metrics and per-epoch curves (the training loss among them) of metrics.json with the kept ones, exactly (CPU runs are deterministic for a seed). A difference
-means the code computes something else than when the run was kept: an intended change (then retrain the
-kept runs it touches) or a regression, as when the encoders' dropout drew its mask in another memory order
-(found by hand, docs/results.md; this script would have found it).
+metrics and per-epoch curves (the training loss among them) of metrics.json with the kept ones, exactly
+(CPU runs are deterministic for a seed). A difference means the code computes something else than when the
+run was kept: an intended change (then retrain the kept runs it touches) or a regression, as when the
+encoders' dropout drew its mask in another memory order (found by hand, docs/results.md).
 
     python benchmarks/reproduce_kept.py --root reference/quick --scale quick --data /path/to/data --max-seconds 10
 
@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 def numbers(rec: dict) -> dict:
     """What a run computed: its test metrics and its per-epoch curves (the training loss among them, which a
     change of the last float bit moves where ranking metrics may not); wall-clock numbers are not in either."""
-    return {**{f"metrics.{k}": v for k, v in rec["metrics"].items()}, **{f"curves.{k}": v for k, v in rec.get("curves", {}).items()}}
+    return {**{f"metrics.{k}": v for k, v in rec["metrics"].items()},
+            **{f"curves.{k}": v for k, v in rec.get("curves", {}).items()}}
 
 
 def kept_runs(results: Path) -> list[dict]:
@@ -106,8 +107,8 @@ def main() -> None:
         md.append(f"| {r['path']} | {r['family'][0]} | {r['family'][1]} | {'on' if r['family'][2] else 'off'} | "
                   f"{r['wall_s']:.1f} | {r['status']} | {f'{first[0]}: {first[1][0]} vs {first[1][1]}' if first else ''} |")
     same = sum(r["status"] == "identical" for r in rows)
-    md += ["", f"{same} of {len(rows)} runs give their kept test metrics and per-epoch curves (training loss, validation metrics) exactly. Picked: the cheapest kept run of each "
-           "(head, encoder, dropout on/off) family"
+    md += ["", f"{same} of {len(rows)} runs give their kept test metrics and per-epoch curves (training loss, validation "
+           "metrics) exactly. Picked: the cheapest kept run of each (head, encoder, dropout on/off) family"
            f"{' named by --runs' if a.runs else f' with a recorded wall time of at most {a.max_seconds:g} s'}."]
     rows = [{**r, "family": list(r["family"])} for r in rows]
     for path in write_outputs(f"reproduce_kept_{a.scale}", rows, "\n".join(md), a.out_dir):
