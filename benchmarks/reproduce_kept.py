@@ -73,8 +73,9 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path) -> dict:
            "--dataset", r["dataset"], "--method", r["method"], "--seed", str(r["seed"]), "--processed", str(processed),
            "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(scratch / r["path"])]
     f = r["features"]
-    if f and (data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt").exists():
-        cmd += ["--features", str(data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt")]
+    features = data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt" if f else None
+    if features is not None and features.exists():
+        cmd += ["--features", str(features)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         return {**r, "status": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]}

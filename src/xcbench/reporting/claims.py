@@ -121,11 +121,22 @@ def _one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
     return False
 
 
+def compared_runs(c: dict, recs: list[dict], d: str, exp: dict) -> list[dict]:
+    """The records of every run a claim compares on dataset d, both sides."""
+    return [r for side in (c["left"], c["right"]) for r in recs
+            if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
+
+
+def comparison(lv: float, op: str, rv: float, factor: float, offset: float) -> str:
+    """`lv OP [factor ×] rv [± offset]` as a claims row shows it."""
+    return (f"{lv:.4g} {op} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
+            + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
+
+
 def cut_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> int | None:
     """The last epoch that every run a claim compares on dataset d reached, where one of them was cut short by a
     time limit before another's end (a kept cut run beside a finished one); None where they all ran alike."""
-    runs = [r for side in (c["left"], c["right"]) for r in recs
-            if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
+    runs = compared_runs(c, recs, d, exp)
     reached = {int(r.get("epochs", 0)) for r in runs}
     return min(reached) if len(reached) > 1 and any(r.get("cut_short_after_epoch") for r in runs) else None
 
@@ -153,9 +164,7 @@ def later_counterexample(c: dict, recs: list[dict], d: str, exp: dict, e: int) -
     found = None
     for m in side_methods(right, exp):
         pair = {**c, "right": {**{k: v for k, v in right.items() if k not in ("methods", "tagged", "reduce")}, "method": m}}
-        runs = [r for side in (pair["left"], pair["right"]) for r in recs
-                if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
-        reached = min((int(r.get("epochs", 0)) for r in runs), default=0)
+        reached = min((int(r.get("epochs", 0)) for r in compared_runs(pair, recs, d, exp)), default=0)
         if reached <= e:
             continue
         e2 = cut_epoch(pair, recs, d, exp)
@@ -208,8 +217,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             if gaps:  # evaluated over the runs present, or over runs of unequal length: say so
                 verdict = f"{verdict}, partial: {'; '.join(gaps)}"
             ours = ((f"after epoch {e}, the last every run reached: " if e and not unequal else "") +
-                    f"{lv:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
-                    + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "")
+                    comparison(lv, c["op"], rv, factor, offset)
                     + (f"; {noise[1]}" if noise is not None and noise[0] is not None else ""))
             late = later_counterexample(claim, recs, d, exp, e) if e and not unequal else None
             if late is not None:  # refuted by two runs that went further than the rest
@@ -217,8 +225,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
                 who = f"{method_label(exp, side_methods(claim['left'], exp)[0])} and {method_label(exp, m)}"
                 verdict = "not held" + (f", partial: no run of {', '.join(missing)}" if missing else "")
                 ours = (f"after epoch {at}, the last {who} both reached: " if cut else f"{who} at their ends (epoch {at}): ") + \
-                    f"{lv2:.4g} {c['op']} {(str(factor) + ' × ') if factor != 1 else ''}{rv2:.4g}" + \
-                    (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else "") + f" ({ours})"
+                    comparison(lv2, c["op"], rv2, factor, offset) + f" ({ours})"
         rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
     return rows
 

@@ -12,7 +12,6 @@ from xcbench.io import read_json, read_yaml
 from xcbench.reporting.drift import drift
 from xcbench.reporting.stop_rule import as_today
 from xcbench.run import expected_runs, make_run, run_dir
-from xcbench.runspec import method_config
 
 
 def collect(results: str | Path, exp: dict) -> list[dict]:
@@ -28,8 +27,9 @@ def collect(results: str | Path, exp: dict) -> list[dict]:
                 res = read_yaml(cfg) or {}
                 rec["resolved"] = {k: v for k, v in res.items() if k != "experiment"}
                 rec["resolved"]["notes"] = (res.get("experiment") or {}).get("notes")
-            rec = as_today(rec, method_config(exp, d, m)[1])  # trained past where today's stop rule ends it
-            if res is not None and (moved := drift(res, make_run(exp, d, m, s).spec, rec)):
+            run = make_run(exp, d, m, s)
+            rec = as_today(rec, run.train)  # trained past where today's stop rule ends it
+            if res is not None and (moved := drift(res, run.spec, rec)):
                 rec["drift"] = moved  # trained with settings other than today's (a kept tree after an edit)
             out.append(rec)
     return out
