@@ -112,3 +112,10 @@ def test_other_verbs_and_the_flag_off_run_in_process(monkeypatch):
     monkeypatch.setenv(forkserver.FLAG, "1")
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     assert forkserver.served(["train", "--help"]) is None
+
+
+def test_a_server_that_cannot_be_had_leaves_the_job_to_the_caller(monkeypatch, tmp_path):
+    (tmp_path / "ro").mkdir(mode=0o500)
+    monkeypatch.setenv(forkserver.FLAG, "1")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "ro" / "missing"))   # no socket folder can be made
+    assert forkserver.served(["train", "--help"]) is None

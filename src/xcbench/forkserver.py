@@ -73,14 +73,14 @@ def served(argv: list[str]) -> int | None:
         return None
     if os.environ.get("OPENBLAS_NUM_THREADS", "1") != "1":
         return None
-    cwd = os.getcwd()
-    path = socket_dir() / f"{server_key(os.environ)}.sock"
-    try:
-        conn = _connect_or_start(path, cwd)
-    except OSError:
+    try:   # nothing has run yet: any failure here leaves the job to the caller
+        cwd = os.getcwd()
+        body = json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ)}).encode()
+        conn = _connect_or_start(socket_dir() / f"{server_key(os.environ)}.sock", cwd)
+    except (OSError, ValueError):
         return None
     with conn:
-        return _client(conn, argv, cwd)
+        return _client(conn, body)
 
 
 def _connect(path: Path) -> socket.socket:
@@ -116,8 +116,7 @@ def _connect_or_start(path: Path, cwd: str) -> socket.socket:
         raise OSError(f"no fork server at {path}")
 
 
-def _client(conn: socket.socket, argv: list[str], cwd: str) -> int:
-    body = json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ)}).encode()
+def _client(conn: socket.socket, body: bytes) -> int:
     socket.send_fds(conn, [len(body).to_bytes(8, "big")], [0, 1, 2])
     conn.sendall(body)
     reader = conn.makefile("rb")
