@@ -106,7 +106,7 @@ def test_server_key_follows_code_and_import_time_environment(tmp_path, monkeypat
 
 def test_other_verbs_and_the_flag_off_run_in_process(monkeypatch):
     monkeypatch.setenv(forkserver.FLAG, "1")
-    assert forkserver.served(["render", "--help"]) is None
+    assert forkserver.served(["fetch", "--help"]) is None
     monkeypatch.setenv(forkserver.FLAG, "0")
     assert forkserver.served(["train", "--help"]) is None
     monkeypatch.setenv(forkserver.FLAG, "1")
@@ -119,3 +119,10 @@ def test_a_server_that_cannot_be_had_leaves_the_job_to_the_caller(monkeypatch, t
     monkeypatch.setenv(forkserver.FLAG, "1")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "ro" / "missing"))   # no socket folder can be made
     assert forkserver.served(["train", "--help"]) is None
+
+
+def test_a_render_server_imports_no_torch():
+    """Render, claims and report jobs have their own server, which, like them, never imports torch."""
+    code = "import sys; from xcbench import forkserver; forkserver.warm('render'); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert forkserver.server_key({}, "render") != forkserver.server_key({}, "train")

@@ -1,27 +1,29 @@
-"""A fork server for `xcbench train` jobs: torch is imported once, and each job is a fork of that process.
+"""A fork server for xcbench's jobs: torch (or matplotlib) is imported once, and each job is a fork of it.
 
-A tiny train job spends most of its life importing torch (80% of one job's profile). The tiny-scale DAG
-on one core, beside two one-thread trainings: 131 train jobs took 1,003 s, 114 s of it training, and the
-DAG 1,343 s; with this server 92 s and 392 s, every trained metric and curve bit-identical (measured
-times and peak memory differ). With XCBENCH_FORKSERVER=1 (the Snakefile sets it at tiny scale),
-`python -m xcbench train ...` becomes a thin client that
-imports no torch: it hands its arguments, working directory, environment and standard streams (fd 0-2,
-passed over a Unix socket) to a server that has imported xcbench's training code, and the server forks a
-child that runs `cli.main(argv)` exactly as a fresh process would. The client relays the exit code,
-forwards SIGINT/SIGTERM/SIGHUP to the child, and the child ends itself if its client goes away, so
-Snakemake's job control still holds.
+A tiny train job spends most of its life importing torch (80% of one job's profile). The tiny-scale DAG on
+one core, beside two one-thread trainings: 131 train jobs took 1,003 s, 114 s of it training, and the DAG
+1,343 s; with this server 92 s and 392 s, every trained metric and curve bit-identical (measured times and
+peak memory differ). Render, claims and report jobs have a server of their own, without torch: their 70 jobs
+took 68 s instead of 234 s, and the 271 files they write were byte-identical.
 
-A forked job's peak resident memory reads lower than a fresh process's (tiny faces, Full: 218 MB against
-276 MB): a fork starts from the server's resident pages, without the import's transient peak and with
-the libraries' file pages faulted in only as used. The memory columns of the quick and paper scales are
+With XCBENCH_FORKSERVER=1 (the Snakefile sets it at tiny scale), `python -m xcbench train ...` (or render,
+claims, report) becomes a thin client that imports no torch: it hands its arguments, working directory,
+environment and standard streams (fd 0-2, passed over a Unix socket) to a server that has imported what such
+a job imports, and the server forks a child that runs `cli.main(argv)` exactly as a fresh process would. The
+client relays the exit code, forwards SIGINT/SIGTERM/SIGHUP to the child, and the child ends itself if its
+client goes away, so Snakemake's job control still holds.
+
+A forked job's peak resident memory reads lower than a fresh process's (tiny faces, Full: 218 MB against 276
+MB): a fork starts from the server's resident pages, without the import's transient peak and with the
+libraries' file pages faulted in only as used. The memory columns of the quick and paper scales are
 therefore measured in fresh processes, and the server serves the tiny scale (CI) unless asked.
 
-A server serves one key: the interpreter, the package's folder, the size and mtime of every module file
-(an edited method starts a new server rather than running old code) and the environment variables read
-when torch and numpy load (thread pools, allocators). It exits after IDLE_S seconds without a job.
-Anything that fails on the way (no Unix sockets, a server that does not come up, an explicit
-OPENBLAS_NUM_THREADS other than 1, whose thread pool a fork would not carry) runs the job in the
-client's own process instead, as before.
+A server serves one key: the kind of job (train, or render/claims/report), the interpreter, the package's
+folder, the size and mtime of every module file (an edited method starts a new server rather than running
+old code) and the environment variables read when torch and numpy load (thread pools, allocators). It exits
+after IDLE_S seconds without a job. Anything that fails on the way (no Unix sockets, a server that does not
+come up, an explicit OPENBLAS_NUM_THREADS other than 1, whose thread pool a fork would not carry) runs the
+job in the client's own process instead, as before.
 """
 
 from __future__ import annotations
@@ -40,17 +42,17 @@ import time
 from pathlib import Path
 
 FLAG = "XCBENCH_FORKSERVER"
-VERBS = ("train",)
+KINDS = {"train": "train", "render": "render", "claims": "render", "report": "render"}   # verb -> what its server imports
 IDLE_S = 60.0
 START_S = 120.0   # how long a client waits for a server it started to listen
-IMPORT_ENV = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH", "PYTORCH_", "PYTHON", "LD_", "MALLOC_")
+IMPORT_ENV = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH", "PYTORCH_", "PYTHON", "LD_", "MALLOC_", "MPL")
 PACKAGE = Path(__file__).resolve().parent
 
 
-def server_key(environ: dict) -> str:
-    """Which server may run this job: same interpreter, code and import-time environment."""
+def server_key(environ: dict, kind: str = "train") -> str:
+    """Which server may run this job: same kind, interpreter, code and import-time environment."""
     h = hashlib.sha256()
-    for part in (sys.executable, str(PACKAGE)):
+    for part in (kind, sys.executable, str(PACKAGE)):
         h.update(part.encode() + b"\0")
     for p in sorted(PACKAGE.rglob("*.py")):
         st = p.stat()
@@ -69,14 +71,15 @@ def socket_dir() -> Path:
 def served(argv: list[str]) -> int | None:
     """Run `xcbench <argv>` in a fork of a warm server and return its exit code; None where this job is not
     for the server (flag off, another verb) or no server could be had: the caller then runs it itself."""
-    if os.environ.get(FLAG) != "1" or not argv or argv[0] not in VERBS or not hasattr(socket, "send_fds"):
+    if os.environ.get(FLAG) != "1" or not argv or argv[0] not in KINDS or not hasattr(socket, "send_fds"):
         return None
     if os.environ.get("OPENBLAS_NUM_THREADS", "1") != "1":
         return None
     try:   # nothing has run yet: any failure here leaves the job to the caller
         cwd = os.getcwd()
         body = json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ)}).encode()
-        conn = _connect_or_start(socket_dir() / f"{server_key(os.environ)}.sock", cwd)
+        kind = KINDS[argv[0]]
+        conn = _connect_or_start(socket_dir() / f"{server_key(os.environ, kind)}.sock", cwd, kind)
     except (OSError, ValueError):
         return None
     with conn:
@@ -93,7 +96,7 @@ def _connect(path: Path) -> socket.socket:
     return s
 
 
-def _connect_or_start(path: Path, cwd: str) -> socket.socket:
+def _connect_or_start(path: Path, cwd: str, kind: str) -> socket.socket:
     try:
         return _connect(path)
     except OSError:
@@ -105,7 +108,7 @@ def _connect_or_start(path: Path, cwd: str) -> socket.socket:
         except OSError:
             pass
         with open(path.with_suffix(".log"), "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "xcbench.forkserver", str(path)], cwd=cwd,
+            proc = subprocess.Popen([sys.executable, "-m", "xcbench.forkserver", str(path), kind], cwd=cwd,
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline and proc.poll() is None:
@@ -195,14 +198,28 @@ def _end_with_client(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def serve(path: Path) -> None:
-    """Import the training code, listen at `path`, fork one child per job; exit after IDLE_S idle seconds."""
+def warm(kind: str) -> None:
+    """Import what a job of this kind imports. `train`: torch, the training code and every registered method.
+    `render` (render, claims, report: no torch, as in a fresh render job): the renderers and matplotlib on Agg."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # as cmd_train sets it, before numpy loads
     import xcbench.cli  # noqa: F401
-    import xcbench.train  # noqa: F401
-    from xcbench.registry import _import_builtin_modules
 
-    _import_builtin_modules()   # what a job's first registry look-up imports
+    if kind == "train":
+        import xcbench.train  # noqa: F401
+        from xcbench.registry import _import_builtin_modules
+
+        _import_builtin_modules()   # what a job's first registry look-up imports
+    else:
+        from xcbench.registry import RENDERERS
+        from xcbench.reporting.style import _pyplot
+
+        RENDERERS.names()
+        _pyplot()
+
+
+def serve(path: Path, kind: str) -> None:
+    """Listen at `path` with `kind`'s imports done, fork one child per job; exit after IDLE_S idle seconds."""
+    warm(kind)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped by the kernel
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -227,10 +244,11 @@ def serve(path: Path) -> None:
                     os._exit(1)
             conn.close()
             print(f"{time.strftime('%H:%M:%S')} job {pid}", file=sys.stderr, flush=True)
-    finally:
+    finally:   # a client waiting on the lock meanwhile starts a new server: at worst two serve for a while
         if path.exists() and path.stat().st_ino == ino:
-            path.unlink()
+            for p in (path, path.with_suffix(".log"), path.with_suffix(".lock")):
+                p.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]))
+    serve(Path(sys.argv[1]), sys.argv[2])
