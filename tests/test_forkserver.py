@@ -126,3 +126,26 @@ def test_a_render_server_imports_no_torch():
     code = "import sys; from xcbench import forkserver; forkserver.warm('render'); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
     assert forkserver.server_key({}, "render") != forkserver.server_key({}, "train")
+
+
+def test_a_server_that_closes_unanswered_leaves_the_job_to_the_caller(monkeypatch, tmp_path):
+    """A server idling out as a client connects drops the connection before any child took the job."""
+    import socket
+    import threading
+
+    monkeypatch.setenv(forkserver.FLAG, "1")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    path = forkserver.socket_dir() / f"{forkserver.server_key(os.environ, 'train')}.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def drop():
+        conn, _ = srv.accept()
+        conn.close()
+
+    t = threading.Thread(target=drop)
+    t.start()
+    assert forkserver.served(["train", "--help"]) is None
+    t.join()
+    srv.close()

@@ -119,13 +119,18 @@ def _connect_or_start(path: Path, cwd: str, kind: str) -> socket.socket:
         raise OSError(f"no fork server at {path}")
 
 
-def _client(conn: socket.socket, body: bytes) -> int:
-    socket.send_fds(conn, [len(body).to_bytes(8, "big")], [0, 1, 2])
-    conn.sendall(body)
-    reader = conn.makefile("rb")
-    line = reader.readline()
-    if not line:
-        return 1
+def _client(conn: socket.socket, body: bytes) -> int | None:
+    """The job's exit code; None where no child took the job (a server that idled out as this client
+    connected closes the connection unanswered): the caller then runs it."""
+    try:
+        socket.send_fds(conn, [len(body).to_bytes(8, "big")], [0, 1, 2])
+        conn.sendall(body)
+        reader = conn.makefile("rb")
+        line = reader.readline()
+    except OSError:
+        return None
+    if not line.strip():
+        return None
     pid, forwarded = int(line), []
 
     def forward(signum, _frame):
