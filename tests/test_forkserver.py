@@ -140,8 +140,12 @@ def test_a_server_that_closes_unanswered_leaves_the_job_to_the_caller(monkeypatc
     srv.bind(str(path))
     srv.listen(1)
 
-    def drop():
+    def drop():   # reads the whole request, then closes without a pid: no child took it
         conn, _ = srv.accept()
+        head, fds, _, _ = socket.recv_fds(conn, 8, 3)
+        forkserver._recv_exact(conn, int.from_bytes(head, "big"))
+        for fd in fds:
+            os.close(fd)
         conn.close()
 
     t = threading.Thread(target=drop)
