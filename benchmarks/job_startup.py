@@ -27,13 +27,16 @@ DATASET = "synthetic-lm-tiny"
 
 
 def jobs(work: Path, npz: Path) -> list[tuple[str, list[str]]]:
+    """(name, argv) of each job. A train run writes where the DAG would put it under work/results (a finished
+    run leaves no checkpoint, so the next round trains it again), where the render finds rff/fig1's run."""
     out = []
     for exp, method in TRAIN:
+        run_dir = work / "results/tiny" / exp / DATASET / method / "seed0"
         out.append((f"train {exp} {method}", ["train", "--experiment", str(REPO / f"config/experiments/{exp}.yaml"),
                     "--scale", "tiny", "--dataset", DATASET, "--method", method, "--seed", "0", "--processed", str(npz),
-                    "--device", "cpu", "--threads", "1", "--no-reuse", "--out"]))
+                    "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(run_dir)]))
     out.append(("render rff/fig1", ["render", "--experiment", str(REPO / "config/experiments/rff/fig1.yaml"), "--scale",
-                                    "tiny", "--results", str(work / "results"), "--out"]))
+                                    "tiny", "--results", str(work / "results"), "--out", str(work / "fig" / "fig1")]))
     return out
 
 
@@ -61,14 +64,10 @@ def main() -> None:
         for r in range(a.rounds):
             for name, argv in jobs(work, work / "dataset.npz"):
                 for served in ((False, True) if r % 2 == 0 else (True, False)):
-                    mode = "served" if served else "fresh"
-                    out = work / "results/tiny/rff/fig1" / DATASET / "rff_t05/seed0" if "rff_t05" in name \
-                        else work / mode / name.replace(" ", "_").replace("/", "_")
-                    target = str(work / "fig" / f"{mode}{r}") if name.startswith("render") else str(out)
-                    times.setdefault((name, mode), []).append(run([*argv, target], served))
+                    times.setdefault(name, {}).setdefault("served" if served else "fresh", []).append(run(argv, served))
     rows = []
-    for name, _ in jobs(Path("."), Path(".")):
-        f, s = times[(name, "fresh")], times[(name, "served")]
+    for name, by_mode in times.items():
+        f, s = by_mode["fresh"], by_mode["served"]
         rows.append({"job": name, "fresh_s": f, "served_s": s, "fresh_median_s": statistics.median(f),
                      "served_median_s": statistics.median(s), "ratio": statistics.median(s) / statistics.median(f)})
     lines = [f"# Job start-up: fresh process vs fork server, tiny jobs, {a.rounds} rounds interleaved",

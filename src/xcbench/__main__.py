@@ -1,5 +1,6 @@
-"""`python -m xcbench ...`: the command-line entry point used by every Snakemake rule. A train job goes to a
-warm fork server where XCBENCH_FORKSERVER=1 (forkserver.py); everything else runs here."""
+"""`python -m xcbench ...`: the command-line entry point used by every Snakemake rule. Where
+XCBENCH_FORKSERVER=1, a train, render, claims or report job goes to a warm fork server (forkserver.py);
+everything else, and any job no server takes, runs here."""
 
 import sys
 

@@ -24,10 +24,10 @@ if not PY.startswith(os.path.realpath(sys.prefix) + os.sep):
     PY = os.path.join(sys.prefix, "bin", "python") if os.path.exists(os.path.join(sys.prefix, "bin", "python")) else sys.executable
 ENV = "../envs/xcbench.yaml"  # for --lint and --sdm conda users; ignored otherwise
 SCALE = config["scale"]
-# tiny-scale train jobs fork from one warm process that has imported torch (src/xcbench/forkserver.py): they
-# otherwise spend most of their time importing it. Not at the other scales, whose peak-memory columns would
-# then read lower (a fork starts from the server's resident pages, not from a fresh import); there
-# XCBENCH_FORKSERVER=1 in the environment turns it on, and XCBENCH_FORKSERVER=0 turns it off at tiny scale.
+# tiny-scale train jobs fork from one warm process that has imported torch, render jobs from one that has imported
+# matplotlib (src/xcbench/forkserver.py): they otherwise spend most of their time importing them. Not at the other
+# scales, whose peak-memory columns would then read lower (a fork starts from the server's resident pages, not
+# from a fresh import); there XCBENCH_FORKSERVER=1 in the environment turns it on, and XCBENCH_FORKSERVER=0 turns it off at tiny scale.
 if SCALE == "tiny":
     os.environ.setdefault("XCBENCH_FORKSERVER", "1")
 DATA = config["data"]["root"]
