@@ -210,6 +210,21 @@ def test_tree_row_update_equals_rebuild(changed):
     assert torch.allclose(s.log_prob(h, all_ids), fresh.log_prob(h, all_ids), atol=1e-5)
 
 
+def test_a_rebuild_reuses_the_leaf_buffer_without_keeping_old_rows():
+    """update() keeps its (2^depth, D) leaf buffer from one rebuild to the next (RFF rebuilds every PTB step): a
+    rebuilt tree, after path updates and an earlier tree, equals a fresh sampler's tree bit for bit."""
+    g = torch.Generator().manual_seed(6)
+    n = 37  # 64 leaves: 27 padding leaves that must stay 0
+    s, fresh = (SAMPLERS.get("rff")(n, D=32, nu=0.5) for _ in range(2))
+    s.update(torch.randn(n, D, generator=g))
+    s.update_rows(torch.tensor([1, 8, 30]), torch.randn(3, D, generator=g))
+    E2 = torch.randn(n, D, generator=g)
+    s.update(E2)
+    fresh.update(E2)
+    assert all(torch.equal(a, b) for a, b in zip(s.left[1:], fresh.left[1:])) and torch.equal(s.root, fresh.root)
+    assert torch.equal(s._leaves[n:], torch.zeros(64 - n, 64))
+
+
 def test_rff_features_fixed_until_reseeded():
     s = SAMPLERS.get("rff")(N, D=64)
     z = torch.nn.functional.normalize(torch.randn(5, D), dim=1)
@@ -426,3 +441,19 @@ def test_quadratic_by_scores_is_the_trees_distribution_and_draws_from_it():
     assert auto.scores_cheaper(10_000, 200) and not auto.scores_cheaper(10 ** 6, 64)  # PTB; 10^6 classes, d = 64
     with pytest.raises(ValueError, match="draw must be one of"):
         SAMPLERS.get("quadratic")(N, draw="brute")
+
+
+def test_quadratic_exact_in_place_form_keeps_the_kept_runs_draws_bit_for_bit():
+    """`quadratic_exact` (MIDX Table 4's Sphere) computes alpha (h^.c^)^2 + 1, k / sum and log in place; kept runs
+    were drawn from the out-of-place form, so its probabilities, draws and log q must stay the same bits."""
+    g = torch.Generator().manual_seed(3)
+    n, d, alpha = 500, 16, 100.0
+    E, h = torch.randn(n, d, generator=g), torch.randn(7, d, generator=g)
+    s = SAMPLERS.get("quadratic_exact")(n, alpha=alpha)
+    s.update(E, g)
+    k = alpha * (F.normalize(h, dim=1) @ F.normalize(E, dim=1).T).square() + 1.0                    # the old form
+    logp = (k / k.sum(1, keepdim=True)).log()
+    ids, log_q = s.sample(h, 50, torch.Generator().manual_seed(5))
+    assert torch.equal(ids, torch.multinomial(logp.exp(), 50, replacement=True, generator=torch.Generator().manual_seed(5)))
+    assert torch.equal(log_q, logp.gather(1, ids))
+    assert torch.equal(s.log_prob(h, ids), logp.gather(1, ids))
