@@ -3,7 +3,10 @@ or cut after some epochs), the measured ms a step on a CPU and on a GPU with the
 run, and the total still to spend. Nothing is typed: runs come from the experiment files, kept runs from
 `reference/paper/results/`, step rates from every `benchmarks/out/train_step_*.json` (written by
 benchmarks/train_step.py; its `matmul floor ms` where the record has one). A run's hours scale the
-measured projection to the experiment's epochs; a kept run cut after k epochs still owes the rest.
+measured projection to the experiment's epochs. A kept run cut after k epochs owes the rest where its
+checkpoint is at hand (`results/paper/.../checkpoint.pt` in this work tree: `--resume-from`), else its whole run
+(the reference tree keeps no checkpoints). The totals are given twice: what the reference tree still
+lacks, and the whole paper scale from scratch (what a user pays to regenerate every measured run).
 
     python benchmarks/paper_cost.py            # -> benchmarks/out/paper_cost.{json,md}
 """
@@ -51,7 +54,19 @@ def best_record(records: list[dict], paper: str, artifact: str, dataset: str, me
     return max(mine, key=rank)
 
 
-def plan(root: Path, records: list[dict]) -> list[dict]:
+def checkpoint_epoch(path: Path | None) -> int | None:
+    """The last finished epoch of a run's checkpoint.pt, None where there is none or it cannot be read."""
+    if path is None or not path.exists():
+        return None
+    import torch
+
+    try:
+        return int(torch.load(path, weights_only=True, map_location="cpu")["epoch"])
+    except Exception:  # noqa: BLE001 - a damaged or foreign file: the run starts again
+        return None
+
+
+def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
     from xcbench.config import load_experiment, resolve_experiment
     from xcbench.reporting.stop_rule import as_today
     from xcbench.run import expected_runs, run_location, view_runs
@@ -72,14 +87,18 @@ def plan(root: Path, records: list[dict]) -> list[dict]:
             if done:  # trained past where today's stopping rule ends it: finished there
                 done = as_today(done, method_config(exp, d, m)[1])
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
+            ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "seed": s,
-                   "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name")}
+                   "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
+                   "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None}
+            # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
+            owed = epochs - (row["checkpoint_epoch"] or 0) if trained < epochs else 0
             for kind, gpu in (("cpu", False), ("gpu", True)):
                 r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu)
                 if r:
                     run_h = r["run_h"] * epochs / max(1, int(r["epochs"]))
                     row[kind] = {"step_ms": r["step_ms"], "floor_ms": r.get("floor_ms"), "run_h": run_h,
-                                 "left_h": run_h * (epochs - row["kept_epochs"]) / epochs,
+                                 "left_h": run_h * owed / epochs,
                                  "device": r.get("device"), "source": r["source"]}
             rows.append(row)
     return rows
@@ -101,6 +120,7 @@ def markdown(rows: list[dict]) -> str:
              "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
              "GPU h left (measured runs) | unmeasured |", "|---|---|---|---|---|---|---|---|---|"]
     tot = {"cpu": 0.0, "gpu": 0.0}
+    scratch = {k: [r[k]["run_h"] for r in rows if k in r] for k in ("cpu", "gpu")}
     for (p, a), rs in arts.items():
         whole = sum(r["kept_epochs"] == r["epochs"] for r in rs)
         cut = sum(0 < r["kept_epochs"] < r["epochs"] for r in rs)
@@ -111,8 +131,13 @@ def markdown(rows: list[dict]) -> str:
         cells = [f"{_h(sum(v))} ({len(v)})" if v else "-" for v in (left["cpu"], left["gpu"])]
         lines.append(f"| {p} | {a} | {len(rs)} | {whole} | {cut} | {len(rs) - whole - cut} | {cells[0]} | {cells[1]} | "
                      f"{unmeasured} |")
+    resumable = sum(r["checkpoint_epoch"] is not None for r in rows)
     lines += ["", f"Measured runs still to train: {_h(tot['cpu'])} CPU-hours or {_h(tot['gpu'])} GPU-hours "
-              "(each total over the runs measured on that kind of machine).", "",
+              "(each total over the runs measured on that kind of machine; an unfinished run owes the epochs after "
+              f"its checkpoint in this work tree, {resumable} have one, else its whole run, even where the reference "
+              "tree keeps it cut short). The whole paper scale from scratch, over the runs "
+              f"measured: {_h(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
+              f"{_h(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).", "",
               "## Runs with a measured step rate", "",
               "| artifact | dataset | method | epochs (kept) | CPU ms / step | matmul floor ms | CPU h | GPU ms / step | GPU h |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -132,9 +157,12 @@ PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kept", type=Path, default=REPO / "reference" / "paper" / "results" / "paper")
+    p.add_argument("--resume-from", type=Path, default=REPO / "results" / "paper",
+                   help="where cut runs' checkpoint.pt files are (this work tree's results); a cut run without one "
+                        "owes its whole run")
     p.add_argument("--out-dir", type=Path, default=OUT)
     a = p.parse_args()
-    rows = plan(a.kept, step_records(OUT))
+    rows = plan(a.kept, step_records(OUT), a.resume_from)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     write_outputs("paper_cost", rows, markdown(rows), a.out_dir)
     print(markdown(rows))

@@ -82,9 +82,12 @@ def test_train_concurrency_speedup_is_k_runs_throughput_over_one_runs():
 
 
 def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_path):
-    """A run cut after 4 of its 10 epochs owes 6/10 of its measured projection; a canonical train_step file
-    wins over a named variant; a run measured nowhere is counted as unmeasured."""
+    """A run cut after 4 of its 10 epochs owes the epochs after its checkpoint in the work tree (whichever
+    attempt made it), else its whole measured projection; a canonical train_step file wins over a named
+    variant; a run measured nowhere is counted as unmeasured."""
     import json as _json
+
+    import torch
 
     paper_cost = _load("paper_cost")
     run = tmp_path / "rff" / "fig3" / "ptb" / "exp" / "seed0"
@@ -94,10 +97,24 @@ def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_pa
            "run_h": 2.0, "step_ms": 300.0}
     records = [{**rec, "source": "train_step_rff_fig3_paper.json"},
                {**rec, "run_h": 99.0, "step_ms": 1.0, "source": "train_step_rff_fig3_paper_old_loop.json"}]
-    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, records) if r["paper"] == "rff"}
+    work = tmp_path / "work"
+    ckpt = work / "rff" / "fig3" / "ptb" / "exp" / "seed0" / "checkpoint.pt"
+    ckpt.parent.mkdir(parents=True)
+
+    def plan():
+        return {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, records, work) if r["paper"] == "rff"}
+
+    assert abs(plan()[("fig3", "exp")]["cpu"]["left_h"] - 2.0) < 1e-9  # no checkpoint: trained again from the start
+    ckpt.write_bytes(b"")
+    assert abs(plan()[("fig3", "exp")]["cpu"]["left_h"] - 2.0) < 1e-9  # unreadable: the same
+    torch.save({"epoch": 2, "model": {}}, ckpt)
+    assert abs(plan()[("fig3", "exp")]["cpu"]["left_h"] - 1.6) < 1e-9  # a new attempt's checkpoint after epoch 2
+    torch.save({"epoch": 4, "model": {}}, ckpt)
+    rows = plan()
     exp = rows[("fig3", "exp")]
     assert exp["kept_epochs"] == 4 and exp["cpu"]["step_ms"] == 300.0 and abs(exp["cpu"]["left_h"] - 1.2) < 1e-9
     assert "cpu" not in rows[("fig3", "uniform")] and rows[("fig3", "uniform")]["kept_epochs"] == 0
     assert ("fig3", "full") not in rows  # Figure 2 owns the identical Full run
     md = paper_cost.markdown(list(rows.values()))
     assert "| rff | fig3 | 3 | 0 | 1 | 2 | 1.20 (1) | - | 2 |" in md
+    assert "1 have one, else its whole run" in md and "from scratch, over the runs measured: 2.00 CPU-hours (1 runs)" in md

@@ -1,0 +1,59 @@
+"""Where one method's training step spends its time: torch.profiler over a few steps at any scale.
+
+Builds the task and model as benchmarks/train_step.py does (the same experiment/dataset arguments),
+runs the head's index build and 3 warm-up steps, then profiles `--steps` steps and prints the
+operators by total self time (CPU and, on a GPU, CUDA), e.g. why HF-A's step on the H100 is 30x Full's:
+
+    python benchmarks/profile_step.py --experiment config/experiments/class_selection/table2_epochs.yaml \\
+        --dataset synthetic-faces-87k --processed data/processed/synthetic-faces-87k/dataset.npz --method hf_a
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from train_step import build, run_args
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run_args(p)
+    p.add_argument("--method", required=True)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--rows", type=int, default=25, help="operators printed")
+    a = p.parse_args()
+    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.device import pick_device
+    from xcbench.seed import torch_generator
+    from xcbench.tasks.base import make_task
+    from xcbench.train import train_step
+
+    exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
+    device = pick_device(a.device)
+    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)
+    _, train_cfg, model, opt = build(exp, task, a.dataset, a.method, device)
+    model.head.on_epoch_start(0, torch_generator(0, "index"))
+    loss_gen = torch_generator(0, "loss")
+    batches = list(itertools.islice(task.train_batches(int(train_cfg["batch_size"]), torch_generator(0, "batches")),
+                                    a.steps + 3))
+    step = lambda i: train_step(model, opt, *batches[i], loss_gen, i + 1, train_cfg.get("grad_clip"))  # noqa: E731
+    for i in range(3):
+        step(i)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts, record_shapes=True, with_stack=True) as prof:
+        for i in range(3, 3 + a.steps):
+            step(i)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    for k in dict.fromkeys(["self_cpu_time_total", key]):
+        print(f"== {a.method}: {a.steps} steps on {device}, by {k}")
+        print(prof.key_averages(group_by_input_shape=True).table(sort_by=k, row_limit=a.rows, max_name_column_width=60))
+
+
+if __name__ == "__main__":
+    main()
