@@ -61,7 +61,7 @@ def checkpoint_epoch(path: Path | None) -> int | None:
     import torch
 
     try:
-        return int(torch.load(path, weights_only=True, map_location="cpu")["epoch"])
+        return int(torch.load(path, weights_only=True, map_location="cpu", mmap=True)["epoch"])  # mmap: no GB read
     except Exception:  # noqa: BLE001 - a damaged or foreign file: the run starts again
         return None
 
