@@ -25,6 +25,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--device", default="auto")
     p.add_argument("--rows", type=int, default=25, help="operators printed")
+    p.add_argument("--by-shape", action="store_true", help="one row per operator and input shapes (which "
+                   "tensor a gather or fill is spent on)")
     a = p.parse_args()
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import pick_device
@@ -44,7 +46,7 @@ def main() -> None:
     for i in range(3):
         step(i)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, record_shapes=a.by_shape) as prof:
         for i in range(3, 3 + a.steps):
             step(i)
         if device.type == "cuda":
@@ -52,7 +54,7 @@ def main() -> None:
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     for k in dict.fromkeys(["self_cpu_time_total", key]):
         print(f"== {a.method}: {a.steps} steps on {device}, by {k}")
-        print(prof.key_averages(group_by_input_shape=False).table(sort_by=k, row_limit=a.rows, max_name_column_width=60))
+        print(prof.key_averages(group_by_input_shape=a.by_shape).table(sort_by=k, row_limit=a.rows, max_name_column_width=60))
 
 
 if __name__ == "__main__":
