@@ -94,7 +94,9 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
             # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
             owed = epochs - (row["checkpoint_epoch"] or 0) if trained < epochs else 0
             for kind, gpu in (("cpu", False), ("gpu", True)):
-                r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu)
+                # a learning-rate grid point (`full.lr0.003`) steps as its method does: the lr changes no cost
+                r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu) or best_record(
+                    records, exp["paper"], exp["artifact"], d, exp["methods"][m].get("grid_of", m), gpu)
                 if r:
                     run_h = r["run_h"] * epochs / max(1, int(r["epochs"]))
                     row[kind] = {"step_ms": r["step_ms"], "floor_ms": r.get("floor_ms"), "run_h": run_h,
@@ -116,6 +118,7 @@ def markdown(rows: list[dict]) -> str:
              "Per artifact: its own runs (views render other artifacts' runs and are not listed), how many are kept "
              "in `reference/paper` whole or cut short, and the hours the rest still needs from measured step rates "
              "(`benchmarks/out/train_step_*.json`: CPU at the threads named there, GPU on the card named there); "
+             "a learning-rate grid point (`full.lr0.003`) takes its method's rate, as the lr changes no step's cost; "
              "`unmeasured` runs have no step rate yet. Rendered by `python benchmarks/paper_cost.py`.", "",
              "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
              "GPU h left (measured runs) | unmeasured |", "|---|---|---|---|---|---|---|---|---|"]

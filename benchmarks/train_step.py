@@ -209,21 +209,26 @@ def main() -> None:
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
     rows, rate = [], gemm_gflops(device)
-    for method, draws in itertools.product(a.methods or list(exp["methods"]), a.draws):
+    name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
+    for i, (method, draws) in enumerate(methods):
         r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws)
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
                      "kernels": "atomic" if a.nondeterministic else "deterministic"})
         print(json.dumps(rows[-1]), flush=True)
-    name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
-    title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
-             f"({rows[0]['device'] if rows else '?'}{', atomic kernels' if a.nondeterministic else ''}; "
-             f"median of {a.steps} steps after a warm-up; projected times)")
-    a.out_dir.mkdir(parents=True, exist_ok=True)
-    (a.out_dir / f"{name}.json").write_text(json.dumps(rows, indent=1))
-    (a.out_dir / f"{name}.md").write_text(table(rows, title))
-    print(table(rows, title))
+        # written after every method (to a temporary file, then renamed): a run cut short keeps what it measured
+        done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"
+        title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
+                 f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}; "
+                 f"median of {a.steps} steps after a warm-up; projected times{done})")
+        for suffix, text in ((".json", json.dumps(rows, indent=1)), (".md", table(rows, title))):
+            tmp = a.out_dir / f"{name}{suffix}.tmp"
+            tmp.write_text(text)
+            tmp.replace(a.out_dir / f"{name}{suffix}")
+    print(table(rows, title) if rows else "train_step: no method to measure")
 
 
 if __name__ == "__main__":

@@ -118,3 +118,22 @@ def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_pa
     md = paper_cost.markdown(list(rows.values()))
     assert "| rff | fig3 | 3 | 0 | 1 | 2 | 1.20 (1) | - | 2 |" in md
     assert "1 have one, else its whole run" in md and "from scratch, over the runs measured: 2.00 CPU-hours (1 runs)" in md
+
+
+def test_paper_cost_gives_a_learning_rate_grid_point_its_methods_step_rate(tmp_path):
+    """`full.lr0.003` of xcbench/seqrec_lr has no train_step record of its own: it takes the record of the method it is a
+    grid point of (its own record first where one exists); a method measured nowhere stays unmeasured. (The grid point
+    at the table's lr, 1e-3, is the table's run and counted there.)"""
+    paper_cost = _load("paper_cost")
+    rec = {"paper": "xcbench", "artifact": "seqrec", "dataset": "seqrec-sports", "gpu": False, "epochs": 50,
+           "source": "train_step_xcbench_seqrec_paper.json"}
+    records = [{**rec, "method": "full", "run_h": 5.0, "step_ms": 20.0},
+               {**rec, "artifact": "seqrec_lr", "method": "uniform.lr0.0003", "run_h": 1.0, "step_ms": 4.0,
+                "source": "train_step_xcbench_seqrec_lr_paper.json"}]
+    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, records) if r["paper"] == "xcbench"}
+    for lr in ("0.0003", "0.003"):
+        assert rows[("seqrec_lr", f"full.lr{lr}")]["cpu"]["step_ms"] == 20.0
+    assert ("seqrec_lr", "full.lr0.001") not in rows
+    assert rows[("seqrec_lr", "uniform.lr0.0003")]["cpu"]["step_ms"] == 4.0
+    assert "cpu" not in rows[("seqrec_lr", "uniform.lr0.003")]  # uniform itself is measured nowhere
+    assert "cpu" not in rows[("seqrec_lr", "hsm.lr0.003")]
