@@ -430,3 +430,24 @@ def test_adam_on_sparse_row_gradients_names_the_fix():
     with pytest.raises(ConfigError, match="optimizer: lazy_adam"):
         optimizer_step(torch.optim.Adam([W]))
     optimizer_step(torch.optim.SGD([W], lr=0.1))  # SGD takes them
+
+
+def test_peak_above_the_mark_counts_only_what_the_job_touched_after_it():
+    """runtime.mark_rss resets the kernel's peak resident set: a 300 MiB block touched and freed before the mark is
+    not counted, a 64 MiB one touched after it is (in a fresh interpreter: the test process's allocator is tuned).
+    Fails when the reset or the starting resident set is dropped."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from xcbench import runtime\n"
+        "if not runtime.mark_rss(): print('unavailable'); raise SystemExit\n"
+        "big = np.ones(300 << 20, np.uint8); del big\n"
+        "assert runtime.mark_rss()\n"
+        "x = np.ones(64 << 20, np.uint8)\n"
+        "print(runtime.rss_above_mark())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    if out == "unavailable":
+        pytest.skip("no /proc/self/clear_refs here")
+    assert (64 << 20) - (2 << 20) <= int(out) <= (64 << 20) + (32 << 20)

@@ -78,11 +78,12 @@ def cmd_train(args) -> None:
     from xcbench.device import pick_device
     from xcbench.reuse import copy_run, find_identical
     from xcbench.run import job_run
-    from xcbench.runtime import configure_process
+    from xcbench.runtime import configure_process, mark_rss
     from xcbench.tasks.base import task_of
     from xcbench.train import FitOptions, execute
 
     configure_process(args.threads)
+    mark_rss()  # memory.peak_rss_above_start_bytes counts from here: the same in a fresh process and in a fork
     run = job_run(args.experiment, resolve_experiment(load_experiment(args.experiment), args.scale),
                   args.dataset, args.method, args.seed)
     src = None if args.no_reuse else find_identical(run, args.out)

@@ -103,3 +103,41 @@ def configure_process(threads: int | None) -> None:
         torch.set_num_threads(int(threads))
     tune_malloc()
     skip_dynamo_import()
+
+
+_RSS_MARK: list[int] = []  # the resident set (bytes) when mark_rss last ran in this process
+
+
+def _status_bytes(field: str) -> int | None:
+    """A `kB` line of /proc/self/status (VmRSS, VmHWM) in bytes; None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def mark_rss() -> bool:
+    """Start a job's own memory count: reset the kernel's peak resident set (VmHWM) to the current one
+    (`5` to /proc/self/clear_refs, Linux 4.0+) and keep that resident set. `rss_above_mark` is then the
+    peak the job reached above where it started, the same in a fresh process (after its imports) and in
+    a fork of a warm server (forkserver.py), whose whole-process peaks differ. False where unavailable."""
+    rss = _status_bytes("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    if rss is None:
+        return False
+    _RSS_MARK[:] = [rss]
+    return True
+
+
+def rss_above_mark() -> int | None:
+    """Peak resident bytes since `mark_rss` above the resident set it found; None without a mark."""
+    hwm = _status_bytes("VmHWM")
+    return None if not _RSS_MARK or hwm is None else max(0, hwm - _RSS_MARK[0])

@@ -43,7 +43,7 @@ from xcbench.optim.weights import clip_grad_norm
 from xcbench.records import LOG, format_values, history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
 from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.run import Run
-from xcbench.runtime import optimizer_step
+from xcbench.runtime import optimizer_step, rss_above_mark
 from xcbench.seed import draws_device, seed_global, torch_generator
 from xcbench.selection import BestEpoch
 
@@ -72,6 +72,9 @@ def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.de
            "grad_bytes": nbytes(p for p in model.parameters() if p.requires_grad),
            "optimizer_state_bytes": nbytes(state),
            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    above = rss_above_mark()
+    if above is not None:  # the job's own peak, above the process it started in (runtime.mark_rss)
+        rep["peak_rss_above_start_bytes"] = above
     rep["analytic_bytes"] = rep["param_bytes"] + rep["grad_bytes"] + rep["optimizer_state_bytes"]
     if device.type == "cuda":
         rep["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
