@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import write_outputs
 from torch.utils.flop_counter import FlopCounterMode
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -210,7 +211,6 @@ def main() -> None:
     task.read_ahead = a.read_ahead
     rows, rate = [], gemm_gflops(device)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
-    a.out_dir.mkdir(parents=True, exist_ok=True)
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
     for i, (method, draws) in enumerate(methods):
         r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws)
@@ -219,15 +219,12 @@ def main() -> None:
                      "device": device_name(device), "torch": torch.__version__,
                      "kernels": "atomic" if a.nondeterministic else "deterministic"})
         print(json.dumps(rows[-1]), flush=True)
-        # written after every method (to a temporary file, then renamed): a run cut short keeps what it measured
+        # written after every method (atomically): a run cut short keeps what it measured
         done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"
         title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
                  f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}; "
                  f"median of {a.steps} steps after a warm-up; projected times{done})")
-        for suffix, text in ((".json", json.dumps(rows, indent=1)), (".md", table(rows, title))):
-            tmp = a.out_dir / f"{name}{suffix}.tmp"
-            tmp.write_text(text)
-            tmp.replace(a.out_dir / f"{name}{suffix}")
+        write_outputs(name, rows, table(rows, title), a.out_dir)
     print(table(rows, title) if rows else "train_step: no method to measure")
 
 

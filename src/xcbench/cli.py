@@ -83,7 +83,7 @@ def cmd_train(args) -> None:
     from xcbench.train import FitOptions, execute
 
     configure_process(args.threads)
-    mark_rss()  # memory.peak_rss_above_start_bytes counts from here: the same in a fresh process and in a fork
+    mark_rss()  # memory.peak_rss_above_start_bytes counts from here, after the imports
     run = job_run(args.experiment, resolve_experiment(load_experiment(args.experiment), args.scale),
                   args.dataset, args.method, args.seed)
     src = None if args.no_reuse else find_identical(run, args.out)

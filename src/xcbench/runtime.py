@@ -123,8 +123,9 @@ def _status_bytes(field: str) -> int | None:
 def mark_rss() -> bool:
     """Start a job's own memory count: reset the kernel's peak resident set (VmHWM) to the current one
     (`5` to /proc/self/clear_refs, Linux 4.0+) and keep that resident set. `rss_above_mark` is then the
-    peak the job reached above where it started, the same in a fresh process (after its imports) and in
-    a fork of a warm server (forkserver.py), whose whole-process peaks differ. False where unavailable."""
+    peak the job reached above where it started, without the import's. It still reads 16-118 MB higher in
+    a fork of the warm server (forkserver.py) than in a fresh process (studies/fork_memory). False where
+    unavailable."""
     rss = _status_bytes("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:

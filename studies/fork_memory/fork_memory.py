@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from xcbench.io import write_json, write_text
+
 REPO = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent / "out"
 # (experiment, scale, dataset, method): quick-scale xcbench jobs of the heads with the smallest and largest
@@ -84,11 +86,8 @@ def main() -> None:
                      f"{(s['above_start'] - f['above_start']) / MB:+.0f} | {spread / MB:.0f} |")
     lines += ["", "One CPU thread a job; rounds alternate which of the two runs first. peak RSS: getrusage's ru_maxrss of the "
               "whole process (`memory.peak_rss_bytes`); above start: `memory.peak_rss_above_start_bytes`."]
-    OUT.mkdir(parents=True, exist_ok=True)
-    for suffix, text in ((".json", json.dumps(rows, indent=1)), (".md", "\n".join(lines) + "\n")):
-        tmp = OUT / f"fork_memory{suffix}.tmp"
-        tmp.write_text(text)
-        tmp.replace(OUT / f"fork_memory{suffix}")
+    write_json(OUT / "fork_memory.json", rows)
+    write_text(OUT / "fork_memory.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

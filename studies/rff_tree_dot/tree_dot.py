@@ -15,7 +15,6 @@ the feature axis, in another summation order. This script times, at the settings
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from xcbench.samplers.kernel_tree import GATHER_BYTES, RFF
+from xcbench.io import write_json, write_text
+from xcbench.samplers.kernel_tree import DENSE_PER_DRAW, GATHER_BYTES, RFF
 
 OUT = Path(__file__).resolve().parent / "out"
 # (name, classes n, width d, queries B, draws m, random features D): the kept runs' settings
@@ -38,7 +38,7 @@ class RFFMulSum(RFF):
 
     def _left_mass(self, ph, node, lvl):
         S = self.left[lvl + 1]
-        limit = self.dense_nodes if self.dense_nodes is not None else 64 * node.shape[1]
+        limit = self.dense_nodes if self.dense_nodes is not None else DENSE_PER_DRAW * node.shape[1]
         if S.shape[0] <= limit:
             return super()._left_mass(ph, node, lvl)
         rows = max(1, GATHER_BYTES // (node.shape[1] * S.shape[1] * S.element_size()))     # queries a chunk, as kept
@@ -70,7 +70,7 @@ def measure(name, n, d, B, m, D, repeats):
     ph, _ = kept._start(h, m)
     S = kept.left[kept.depth]                                                              # (2^(depth-1), 2D)
     node = i_kept // 2
-    deep = [lvl for lvl in range(kept.depth) if kept.left[lvl + 1].shape[0] > 64 * m]
+    deep = [lvl for lvl in range(kept.depth) if kept.left[lvl + 1].shape[0] > DENSE_PER_DRAW * m]
     row = {
         "setting": name, "n": n, "d": d, "B": B, "m": m, "D": D, "deep_levels": len(deep), "depth": kept.depth,
         "rebuild_ms": median_ms(lambda: kept.update(C), repeats),
@@ -113,11 +113,8 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     rows = [measure(*s, repeats=args.repeats) for s in SETTINGS]
-    OUT.mkdir(parents=True, exist_ok=True)
-    for suffix, text in ((".json", json.dumps(rows, indent=1)), (".md", markdown(rows, args.threads))):
-        tmp = OUT / f"tree_dot{suffix}.tmp"
-        tmp.write_text(text)
-        tmp.replace(OUT / f"tree_dot{suffix}")
+    write_json(OUT / "tree_dot.json", rows)
+    write_text(OUT / "tree_dot.md", markdown(rows, args.threads))
     print(markdown(rows, args.threads))
 
 
