@@ -37,12 +37,33 @@ def step_records(folder: Path) -> list[dict]:
     return out
 
 
-def best_record(records: list[dict], paper: str, artifact: str, dataset: str, method: str, gpu: bool) -> dict | None:
+def step_signature(exp: dict, dataset: str, method: str) -> str:
+    """What sets a run's step cost: its head and the head's parameters, the model, the batch size and the
+    optimiser (not its learning rate, epochs, schedule or seed)."""
+    from xcbench.runspec import method_config
+
+    spec, train, model = method_config(exp, dataset, method)
+    return json.dumps([spec.get("head"), spec.get("params"), model, train.get("batch_size"), train.get("optimizer")],
+                      sort_keys=True, default=str)
+
+
+def experiment_of(exps: dict, paper: str, artifact: str) -> dict | None:
+    """The experiment a step record measured: its artifact, or the longest `_`-prefix of a file-named one that
+    is an artifact (`table2_750k` -> class selection's table2); None when none is."""
+    parts = artifact.split("_")
+    return next((exps[paper, "_".join(parts[:k])] for k in range(len(parts), 0, -1)
+                 if (paper, "_".join(parts[:k])) in exps), None)
+
+
+def best_record(records: list[dict], paper: str, artifact: str, dataset: str, method: str, gpu: bool,
+                same_step=None) -> dict | None:
     """The measurement of this run's method on this dataset: its own artifact's before another artifact's of
-    the paper with the same method key; a file under train_step.py's default name (`<paper>_<artifact>_paper`,
-    `_cuda`, `_<dataset>`) before a named variant (`_loop`, `_atomic`: a past code path or setting); then the
-    last file in name order."""
-    mine = [r for r in records if (r["paper"], r["method"], r.get("dataset"), r["gpu"]) == (paper, method, dataset, gpu)]
+    the paper with the same method key, which counts only where `same_step(record)` says its step is this
+    run's (MIDX table4_adam's batch of 256 steps 13 times the tokens of table4's 20); a file under
+    train_step.py's default name (`<paper>_<artifact>_paper`, `_cuda`, `_<dataset>`) before a named variant
+    (`_loop`, `_atomic`: a past code path or setting); then the last file in name order."""
+    mine = [r for r in records if (r["paper"], r["method"], r.get("dataset"), r["gpu"]) == (paper, method, dataset, gpu)
+            and (r["artifact"] == artifact or same_step is None or same_step(r))]
     if not mine:
         return None
 
@@ -70,11 +91,13 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
     from xcbench.config import load_experiment, resolve_experiment
     from xcbench.reporting.stop_rule import as_today
     from xcbench.run import expected_runs, run_location, view_runs
-    from xcbench.runspec import method_config
+    from xcbench.runspec import encoder_config, method_config
 
     rows = []
-    for f in sorted((REPO / "config" / "experiments").glob("*/*.yaml")):
-        exp = resolve_experiment(load_experiment(f), "paper")
+    files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
+    resolved = [resolve_experiment(load_experiment(f), "paper") for f in files]
+    exps = {(e["paper"], e["artifact"]): e for e in resolved}  # what another artifact's step record was measured on
+    for f, exp in zip(files, resolved):
         if exp.get("runs_of"):
             continue  # a view: its runs are its owner's
         epochs = int(exp.get("train", {}).get("epochs", 1))
@@ -93,13 +116,23 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                    "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None}
             # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
             owed = epochs - (row["checkpoint_epoch"] or 0) if trained < epochs else 0
+            mine = step_signature(exp, d, m)
+            recurrent = "lstm" in str(encoder_config(method_config(exp, d, m)[2]).get("name", ""))
+
+            def same_step(r: dict, d=d, mine=mine) -> bool:  # another artifact's record, of a run stepping as this one
+                other = experiment_of(exps, r["paper"], r["artifact"])
+                return other is not None and r["method"] in other["methods"] and \
+                    step_signature(other, d, r["method"]) == mine
             for kind, gpu in (("cpu", False), ("gpu", True)):
                 # a learning-rate grid point (`full.lr0.003`) steps as its method does: the lr changes no cost
-                r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu) or best_record(
-                    records, exp["paper"], exp["artifact"], d, exp["methods"][m].get("grid_of", m), gpu)
+                r = best_record(records, exp["paper"], exp["artifact"], d, m, gpu, same_step) or best_record(
+                    records, exp["paper"], exp["artifact"], d, exp["methods"][m].get("grid_of", m), gpu, same_step)
                 if r:
                     run_h = r["run_h"] * epochs / max(1, int(r["epochs"]))
-                    row[kind] = {"step_ms": r["step_ms"], "floor_ms": r.get("floor_ms"), "run_h": run_h,
+                    # a record made before train_step counted fused LSTM ops has no floor for an LSTM model (it
+                    # counted its recurrent layers as 0 FLOPs)
+                    floor = r.get("floor_ms") if r.get("flops_counted") or not recurrent else None
+                    row[kind] = {"step_ms": r["step_ms"], "floor_ms": floor, "run_h": run_h,
                                  "left_h": run_h * owed / epochs,
                                  "device": r.get("device"), "source": r["source"]}
             rows.append(row)
@@ -142,6 +175,9 @@ def markdown(rows: list[dict]) -> str:
               f"measured: {_h(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
               f"{_h(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).", "",
               "## Runs with a measured step rate", "",
+              "matmul floor: the step's matrix-product FLOPs at the device's measured product rate (train_step.py); "
+              "`-` for an LSTM model measured before train_step counted the fused recurrent ops (torch's FlopCounterMode "
+              "counts them as 0: such a floor left out the LSTM, e.g. 34 GFLOP a step at MIDX table4_adam's batch).", "",
               "| artifact | dataset | method | epochs (kept) | CPU ms / step | matmul floor ms | CPU h | GPU ms / step | GPU h |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

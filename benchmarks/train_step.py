@@ -30,6 +30,39 @@ from torch.utils.flop_counter import FlopCounterMode
 OUT = Path(__file__).resolve().parent / "out"
 
 
+def _rnn_flops(input, *weights, out_shape=None, backward: bool = False, **_) -> int:
+    """A fused recurrent op's matrix products, which torch's FlopCounterMode does not count (nn.LSTM runs as
+    mkldnn_rnn_layer on the CPU, _cudnn_rnn on CUDA, counted as 0 FLOPs): 2 x tokens x the entries of every
+    weight matrix (w_ih, w_hh of each layer) forward, twice that backward (the inputs' and the weights'
+    gradients). `input` (T, B, I) or (B, T, I); `weights` the op's other arguments, matrices among them."""
+    mats = [w for w in _flat(weights) if isinstance(w, torch.Size) and len(w) == 2]
+    tokens = input[0] * input[1] if len(input) == 3 else input[0]
+    return (4 if backward else 2) * tokens * sum(m[0] * m[1] for m in mats)
+
+
+def _flat(xs):
+    for x in xs:
+        if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _rnn_layer_flops(input, w_ih, w_hh, *_, out_shape=None, backward: bool = False, **__) -> int:
+    """mkldnn_rnn_layer(_backward): one layer, its input-hidden and hidden-hidden matrices next to its input."""
+    return _rnn_flops(input, w_ih, w_hh, backward=backward)
+
+
+def rnn_flop_formulas() -> dict:
+    """FlopCounterMode's custom_mapping for the fused recurrent ops of this torch (those it has)."""
+    aten, out = torch.ops.aten, {}
+    for name, f, back in (("mkldnn_rnn_layer", _rnn_layer_flops, False), ("mkldnn_rnn_layer_backward", _rnn_layer_flops, True),
+                          ("_cudnn_rnn", _rnn_flops, False), ("_cudnn_rnn_backward", _rnn_flops, True)):
+        if hasattr(aten, name):
+            out[getattr(aten, name)] = (lambda f, back: lambda *a, **k: f(*a, backward=back, **k))(f, back)
+    return out
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -93,7 +126,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         t0 = time.perf_counter()
         if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
             try:
-                with FlopCounterMode(display=False) as counter:
+                with FlopCounterMode(display=False, custom_mapping=rnn_flop_formulas()) as counter:
                     train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
                 matmul_flops = counter.get_total_flops()
             except (RuntimeError, NotImplementedError) as e:  # an operator the counter cannot trace: no floor
@@ -124,7 +157,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "chained_step_ms": 1e3 * chained_s, "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
-            "sync_sources": syncs,
+            "sync_sources": syncs, "flops_counted": "matmul+rnn",
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
@@ -156,7 +189,8 @@ def table(rows: list[dict], title: str) -> str:
                      f"{syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
-        lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward) at "
+        lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward; "
+                  f"fused LSTM layers, which it counts as 0, by formula: rnn_flop_formulas) at "
                   f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
                   "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
                   "timed alone (synchronised before and after); chained: the same number of steps back to back, one "

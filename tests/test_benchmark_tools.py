@@ -137,3 +137,34 @@ def test_paper_cost_gives_a_learning_rate_grid_point_its_methods_step_rate(tmp_p
     assert rows[("seqrec_lr", "uniform.lr0.0003")]["cpu"]["step_ms"] == 4.0
     assert "cpu" not in rows[("seqrec_lr", "uniform.lr0.003")]  # uniform itself is measured nowhere
     assert "cpu" not in rows[("seqrec_lr", "hsm.lr0.003")]
+
+
+def test_paper_cost_borrows_another_artifacts_step_rate_only_for_a_run_stepping_the_same(tmp_path):
+    """MIDX table4_adam extends table4 with batch 256 (table4: 20): table4's lstm_full record is not its rate,
+    while table4's own run takes it."""
+    paper_cost = _load("paper_cost")
+    rec = {"paper": "midx", "artifact": "table4", "dataset": "ptb", "gpu": False, "epochs": 100, "method": "lstm_full",
+           "run_h": 2.9, "step_ms": 75.0, "source": "train_step_midx_table4_paper.json"}
+    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, [rec])
+            if r["paper"] == "midx" and r["dataset"] == "ptb"}
+    assert rows[("table4", "lstm_full")]["cpu"]["step_ms"] == 75.0
+    assert "cpu" not in rows[("table4_adam", "lstm_full")]
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first):
+    """torch's FlopCounterMode counts nn.LSTM (mkldnn_rnn_layer on the CPU) as 0 FLOPs, so an LSTM model's
+    matmul floor left out its recurrent layers; with train_step's formulas a 2-layer LSTM counts
+    3 x 2 x tokens x 4H(I + H) per layer (forward, then twice that backward), by hand here."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    ts = _load("train_step")
+    T, B, I, H = 5, 3, 6, 4
+    lstm = torch.nn.LSTM(I, H, num_layers=2, batch_first=batch_first)
+    x = torch.randn((B, T, I) if batch_first else (T, B, I))
+    with FlopCounterMode(display=False, custom_mapping=ts.rnn_flop_formulas()) as counter:
+        out, _ = lstm(x)
+        out.sum().backward()
+    per_token = 2 * (4 * H * (I + H) + 4 * H * (H + H))  # forward multiply-adds x 2, both layers
+    assert counter.get_total_flops() == 3 * T * B * per_token
