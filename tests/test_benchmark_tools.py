@@ -168,3 +168,15 @@ def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first
         out.sum().backward()
     per_token = 2 * (4 * H * (I + H) + 4 * H * (H + H))  # forward multiply-adds x 2, both layers
     assert counter.get_total_flops() == 3 * T * B * per_token
+
+
+@pytest.mark.parametrize("head", ["sampled_uniform", "sampled_midx_rq", "selective_random"])
+def test_loss_layer_measures_a_registry_heads_step_and_the_rows_its_gradient_reaches(head):
+    """loss_layer's registry heads at a small n: a finite loss, the index build apart, and the floor the rows the
+    step's gradient reaches (the labels and negatives: some, never more than all n)."""
+    ll = _load("loss_layer")
+    n, d, B = 2000, 16, 8
+    r = ll.one_head(head, n, d, B, repeats=1)
+    assert r["method"] == head and r["loss"] == r["loss"] and r["step_s"] > 0 and r["build_s"] >= 0
+    rows = r["floor_mb_touched"] * 2 ** 20 / (3 * d * 4)
+    assert B <= round(rows) < n
