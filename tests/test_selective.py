@@ -259,7 +259,7 @@ def test_nce_loss_is_the_brute_force_logistic_loss():
     q = 1.0 / C
     total = 0.0
     for i in range(3):
-        s = lambda c: float(h[i] @ head.W[c] + head.b[c, 0])  # noqa: E731
+        s = lambda c: (h[i] @ head.W[c] + head.b[c, 0]).item()  # noqa: E731
         total += -math.log(1 / (1 + math.exp(-(s(y[i]) - math.log(k * q)))))
         total += sum(-math.log(1 - 1 / (1 + math.exp(-(s(c) - math.log(k * q))))) for c in n.tolist())
     assert abs(loss.item() - total / 3) < 1e-5
@@ -287,7 +287,7 @@ def test_hsm_is_a_distribution_and_its_loss_is_minus_log_path_probability():
             queue = nxt
         while hi - lo > 1:
             mid, v = (lo + hi) // 2, ids[(lo, hi)]
-            z = float(hv @ head.U[v] + head.a[v, 0])
+            z = (hv @ head.U[v] + head.a[v, 0]).item()
             if c < mid:
                 p, hi = p / (1 + math.exp(-z)), mid
             else:
