@@ -268,6 +268,8 @@ def test_captions_describe_the_settings_runs_had_and_their_status(tmp_path):
         write_yaml(run / "config.resolved.yaml", {"head": "full_softmax", "head_params": {},
                                                   "train": {"epochs": 10, "batch_size": 4, "lr": 0.5}, "model": {}})
     foot = footer(exp, {}, collect(tmp_path, exp))
+    assert "Seeds: 0." in foot  # every planned seed shown
+    assert "Seeds: 0, 1, 2 (runs shown: seed 0)." in footer({**exp, "seeds": [0, 1, 2]}, {}, collect(tmp_path, exp))
     assert "lr 0.5" in foot and "lr 0.1" not in foot
     assert "Cut short by the time limit (tested at the best epoch so far): A after epoch 3 of 10." in foot
     assert "Stopped early (no validation improvement): B at epoch 6 of 10." in foot and "C at" not in foot

@@ -196,8 +196,17 @@ def setup(exp: dict, catalogue: dict | None = None, recs: list[dict] | None = No
     return ("Setup: " + "; ".join(parts) + ".") if parts else ""
 
 
+def seeds_text(exp: dict, recs: list[dict] | None) -> str:
+    """The experiment's seeds, and the seeds of the shown runs where they are fewer (a kept tree holding part)."""
+    text = f"Seeds: {', '.join(map(str, exp['seeds']))}"
+    ran = sorted({r["seed"] for r in recs or [] if r.get("seed") is not None})
+    if ran and set(ran) != set(exp["seeds"]):
+        text += f" (runs shown: seed{'s' * (len(ran) > 1)} {', '.join(map(str, ran))})"
+    return text + "."
+
+
 def footer(exp: dict, catalogue: dict, recs: list[dict] | None = None) -> str:
-    parts = [f"Scale: {exp['scale']}.", f"Seeds: {', '.join(map(str, exp['seeds']))}.", setup(exp, catalogue, recs),
+    parts = [f"Scale: {exp['scale']}.", seeds_text(exp, recs), setup(exp, catalogue, recs),
              run_status(exp, recs), machines(exp, recs)]
     if exp.get("unavailable"):
         parts.append("Not run here: " + "; ".join(exp["unavailable"].values()) + ".")
