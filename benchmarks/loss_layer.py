@@ -39,7 +39,20 @@ HEADS = {  # name -> (registry key, params): the heads' steps beside the exact l
 
 
 def rss_mb() -> float:
+    """This process's peak resident size so far (ru_maxrss), MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def best_step(step, zero_grads, repeats: int) -> tuple[float, object]:
+    """(best seconds over `repeats` of loss = step(); loss.backward(), the last loss), each from no gradient."""
+    best, loss = float("inf"), None
+    for _ in range(repeats):
+        zero_grads()
+        t0 = time.perf_counter()
+        loss = step()
+        loss.backward()
+        best = min(best, time.perf_counter() - t0)
+    return best, loss
 
 
 def one_head(name: str, n: int, d: int, B: int, repeats: int) -> dict:
@@ -65,14 +78,11 @@ def one_head(name: str, n: int, d: int, B: int, repeats: int) -> dict:
     grads = [torch.ones_like(t) for t in (*head.parameters(), h)]  # the gradients' memory, as for the losses
     del grads
     base = rss_mb()
-    best, loss = float("inf"), None
-    for _ in range(repeats):
+
+    def zero_grads() -> None:
         head.zero_grad(set_to_none=True)
         h.grad = None
-        t0 = time.perf_counter()
-        loss = head.loss(h, y, idx, head._gen)
-        loss.backward()
-        best = min(best, time.perf_counter() - t0)
+    best, loss = best_step(lambda: head.loss(h, y, idx, head._gen), zero_grads, repeats)
     rows = max((len(grad_rows(p.grad, h.device)) for p in head.parameters() if p.dim() == 2 and p.shape[0] == n),
                default=0)
     return {"method": name, "n": n, "d": d, "B": B, "chunk": None, "step_s": best, "loss": loss.item(),
@@ -95,21 +105,17 @@ def one(method: str, n: int, d: int, B: int, chunk: int, repeats: int) -> dict:
     y = torch.randint(0, n, (B,), generator=g)
     grads = [torch.ones_like(t) for t in (W, b, h)]  # the gradients' memory counted in the baseline, then freed:
     del grads                                        # each step's backward allocates them as a training step does
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = rss_mb()
     step = {"materialised": lambda: F.cross_entropy(h @ W.T + b, y),
             "chunked": lambda: ChunkedSoftmaxCE.apply(h, W, b, y, chunk),
             "torch_lce": lambda: F.linear_cross_entropy(h, W, y, linear_bias=b,
                                                         options=torch.nn.LinearCrossEntropyOptions())}[method]
-    best, loss = float("inf"), None
-    for _ in range(repeats):
-        W.grad = b.grad = h.grad = None  # zero_grad(set_to_none=True), torch's default
-        t0 = time.perf_counter()
-        loss = step()
-        loss.backward()
-        best = min(best, time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def zero_grads() -> None:  # zero_grad(set_to_none=True), torch's default
+        W.grad = b.grad = h.grad = None
+    best, loss = best_step(step, zero_grads, repeats)
     return {"method": method, "n": n, "d": d, "B": B, "chunk": chunk, "step_s": best, "loss": float(loss),
-            "own_peak_mb": (peak - base) / 1024, "inputs_mb": (2 * n * d + 2 * n + 2 * B * d) * 4 / 2 ** 20,
+            "own_peak_mb": rss_mb() - base, "inputs_mb": (2 * n * d + 2 * n + 2 * B * d) * 4 / 2 ** 20,
             "floor_mb_touched": 3 * n * d * 4 / 2 ** 20, "threads": torch.get_num_threads()}
 
 

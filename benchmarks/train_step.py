@@ -17,6 +17,7 @@ Writes benchmarks/out/train_step_<paper>_<artifact>_<scale>.{json,md}.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import statistics
@@ -59,7 +60,7 @@ def rnn_flop_formulas() -> dict:
     for name, f, back in (("mkldnn_rnn_layer", _rnn_layer_flops, False), ("mkldnn_rnn_layer_backward", _rnn_layer_flops, True),
                           ("_cudnn_rnn", _rnn_flops, False), ("_cudnn_rnn_backward", _rnn_flops, True)):
         if hasattr(aten, name):
-            out[getattr(aten, name)] = (lambda f, back: lambda *a, **k: f(*a, backward=back, **k))(f, back)
+            out[getattr(aten, name)] = functools.partial(f, backward=back)
     return out
 
 
