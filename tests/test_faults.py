@@ -68,6 +68,20 @@ def test_damaged_checkpoint_is_set_aside_and_the_run_restarts(tiny_xmc, tiny_exp
     assert got["metrics"] == _run(tiny_xmc, tiny_exp, tmp_path / "clean")["metrics"]
 
 
+def test_a_write_cut_by_sigkill_leaves_no_temp_file_after_the_resume(tiny_xmc, tiny_exp, tmp_path):
+    """SIGKILL inside torch.save runs no `finally`: the temp file beside the checkpoint survives the
+    process. The resumed run sweeps it, and leaves other dot-files (not ours) alone."""
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_xmc, tiny_exp, tmp_path / "r", interrupt_after=1)
+    cut = tmp_path / "r" / ".checkpoint.pt.k3j9x_q1.tmp"
+    cut.write_bytes(b"half a checkpoint")
+    foreign = tmp_path / "r" / ".keep"
+    foreign.write_text("")
+    _run(tiny_xmc, tiny_exp, tmp_path / "r")
+    assert not cut.exists() and foreign.exists()
+    assert (tmp_path / "r" / "metrics.json").exists()
+
+
 def test_written_files_respect_the_umask(tmp_path):
     old = os.umask(0o022)
     try:

@@ -34,6 +34,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files `atomic_path` left in `folder` when a process was killed mid-write
+    (SIGKILL runs no `finally`). Call it where one process owns the folder, as a run owns its run
+    folder; returns what it removed."""
+    folder = Path(folder)
+    stale = [p for p in folder.glob(".*.tmp") if p.is_file()] if folder.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 def current_umask() -> int:
     """The process's umask (reading it means setting it; it is restored at once)."""
     mask = os.umask(0o022)

@@ -37,7 +37,7 @@ from xcbench.device import deterministic_kernels
 from xcbench.features.base import Dropout
 from xcbench.graphs import GraphedStep
 from xcbench.graphs import check as graphs_wanted
-from xcbench.io import torch_save, write_json, write_text, write_yaml
+from xcbench.io import remove_stale_temps, torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
 from xcbench.optim.weights import clip_grad_norm
 from xcbench.records import LOG, format_values, history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
@@ -150,6 +150,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
     """Train `model` on `task` (module docstring); `spec` (Run.spec) ties the checkpoint to the run."""
     interrupt_after = options.interrupt_after
     out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out_dir)  # a write cut by SIGKILL left its temp file; the run owns this folder
     epochs, bs = int(train_cfg["epochs"]), int(train_cfg["batch_size"])
     opt = make_optimizer(model, train_cfg)
     sched = make_schedule(train_cfg)
