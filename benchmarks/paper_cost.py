@@ -88,12 +88,12 @@ def checkpoint_epoch(path: Path | None) -> int | None:
 
 
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
-    from xcbench.config import load_experiment, resolve_experiment
+    from xcbench.config import load_datasets, load_experiment, resolve_experiment
     from xcbench.reporting.stop_rule import as_today
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config
 
-    rows = []
+    rows, catalogue = [], load_datasets()
     files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
     resolved = [resolve_experiment(load_experiment(f), "paper") for f in files]
     exps = {(e["paper"], e["artifact"]): e for e in resolved}  # what another artifact's step record was measured on
@@ -135,8 +135,53 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                     row[kind] = {"step_ms": r["step_ms"], "floor_ms": floor, "run_h": run_h,
                                  "left_h": run_h * owed / epochs,
                                  "device": r.get("device"), "source": r["source"]}
+            if "cpu" not in row and "gpu" not in row:
+                row["to_measure"] = how_to_measure(f, exp, d, catalogue)
             rows.append(row)
     return rows
+
+
+def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict:
+    """Why a run has no step rate and what gives it one: a measurement job (no training: its cost is its own
+    wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
+    download) and the train_step command to run once the data is prepared; a learning-rate grid's points are
+    measured through the experiment they extend, whose methods they step as."""
+    from xcbench.config import dataset_entry
+    from xcbench.registry import TASKS
+
+    if not getattr(TASKS.get(exp["task"]["name"]), "trains", True):
+        return {"why": "a measurement job, nothing trained: its cost is its own wall time", "command": None}
+    entry = dataset_entry(dataset, catalogue)
+    page = next((f.get("page") for f in entry.get("files", []) if f.get("page")), None)
+    why = ("data generated here" if entry.get("generator") else
+           f"data by manual download ({page})" if entry.get("available") is False else
+           "data downloaded from its URL (the mirror first)")
+    if exp.get("extends") and any("grid_of" in m for m in exp["methods"].values()):
+        path = path.with_name(f"{exp['extends']}.yaml")  # grid points step as their methods: measure those
+    cmd = (f"python benchmarks/train_step.py --experiment {path.relative_to(REPO)} --scale paper --dataset {dataset} "
+           f"--processed data/processed/{dataset}/dataset.npz")
+    if exp.get("features"):
+        cmd += f" --features data/features/{dataset}/{exp['features']['extractor']}{exp['features']['dim']}.pt"
+    return {"why": why, "command": cmd}
+
+
+def unmeasured_section(rows: list[dict]) -> list[str]:
+    """The runs without a step rate, by artifact and dataset: why, and the command that measures them."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if "to_measure" in r and r["kept_epochs"] < r["epochs"]:
+            groups.setdefault((r["paper"], r["artifact"], r["dataset"]), []).append(r)
+    if not groups:
+        return []
+    lines = ["", "## Runs without a step rate", "",
+             "Each needs its data prepared (`snakemake --cores 1 data/processed/<dataset>/dataset.npz`, and the "
+             "features where the task reads them), then the command beside it.", "",
+             "| artifact | dataset | runs | why none | measure with |", "|---|---|---|---|---|"]
+    for (p, a, d), rs in groups.items():
+        m = rs[0]["to_measure"]
+        cmd = f"`{m['command']}`" if m["command"] else "-"
+        lines.append(f"| {p}/{a} | {d} | {len(rs)} | {m['why']} | {cmd} |")
+    return lines
 
 
 def _h(x: float | None) -> str:
@@ -187,6 +232,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
                      f"{_h(c.get('step_ms'))} | {_h(c.get('floor_ms'))} | {_h(c.get('run_h'))} | {_h(g.get('step_ms'))} | "
                      f"{_h(g.get('run_h'))} |")
+    lines += unmeasured_section(rows)
     return "\n".join(lines) + "\n"
 
 

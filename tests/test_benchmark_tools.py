@@ -151,6 +151,26 @@ def test_paper_cost_borrows_another_artifacts_step_rate_only_for_a_run_stepping_
     assert "cpu" not in rows[("table4_adam", "lstm_full")]
 
 
+def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_path):
+    """Without records every run is unmeasured: a measurement job (MIDX Fig. 7b) has no command; a generated set
+    and a manual download are named as such, with train_step's command for the experiment and its features; a
+    grid point of xmc_lr is measured through xmc, whose methods it steps as."""
+    paper_cost = _load("paper_cost")
+    rows = paper_cost.plan(tmp_path, [])
+    why = {(r["paper"], r["artifact"], r["dataset"]): r["to_measure"] for r in rows}
+    assert why["midx", "fig7b", "synthetic-sphere-10k"] == {
+        "why": "a measurement job, nothing trained: its cost is its own wall time", "command": None}
+    gen = why["xcbench", "xmc", "synthetic-xmc-1m"]
+    assert gen["why"] == "data generated here"
+    assert gen["command"].startswith("python benchmarks/train_step.py --experiment config/experiments/xcbench/xmc.yaml ")
+    assert "--features data/features/synthetic-xmc-1m/tfidf_svd256.pt" in gen["command"]
+    assert why["sparse", "table1", "amazon-670k"]["why"].startswith("data by manual download (https://")
+    assert why["rff", "fig3", "ptb"]["why"] == "data downloaded from its URL (the mirror first)"
+    assert "--experiment config/experiments/xcbench/xmc.yaml " in why["xcbench", "xmc_lr", "synthetic-xmc-1m"]["command"]
+    md = paper_cost.markdown(rows)
+    assert "| midx/fig7b | synthetic-sphere-10k | 7 | a measurement job" in md
+
+
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first):
     """torch's FlopCounterMode counts nn.LSTM (mkldnn_rnn_layer on the CPU) as 0 FLOPs, so an LSTM model's
