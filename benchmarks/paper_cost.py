@@ -6,7 +6,9 @@ benchmarks/train_step.py; its `matmul floor ms` where the record has one). A run
 measured projection to the experiment's epochs. A kept run cut after k epochs owes the rest where its
 checkpoint is at hand (`results/paper/.../checkpoint.pt` in this work tree: `--resume-from`), else its whole run
 (the reference tree keeps no checkpoints). The totals are given twice: what the reference tree still
-lacks, and the whole paper scale from scratch (what a user pays to regenerate every measured run).
+lacks, and the whole paper scale from scratch (what a user pays to regenerate every measured run). Two lists
+order the work: the claims of `config/claims/` waiting on runs, cheapest first (what each costs to check at the
+paper's settings), and the runs without a step rate, with why and the command that measures them.
 
     python benchmarks/paper_cost.py            # -> benchmarks/out/paper_cost.{json,md}
 """
@@ -14,6 +16,7 @@ lacks, and the whole paper scale from scratch (what a user pays to regenerate ev
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 
@@ -87,15 +90,23 @@ def checkpoint_epoch(path: Path | None) -> int | None:
         return None
 
 
+@functools.cache
+def paper_experiments() -> tuple[list[Path], list[dict]]:
+    """Every experiment file and its settings at the paper scale."""
+    from xcbench.config import load_experiment, resolve_experiment
+
+    files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
+    return files, [resolve_experiment(load_experiment(f), "paper") for f in files]
+
+
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
-    from xcbench.config import load_datasets, load_experiment, resolve_experiment
+    from xcbench.config import load_datasets
     from xcbench.reporting.stop_rule import as_today
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config
 
     rows, catalogue = [], load_datasets()
-    files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
-    resolved = [resolve_experiment(load_experiment(f), "paper") for f in files]
+    files, resolved = paper_experiments()
     exps = {(e["paper"], e["artifact"]): e for e in resolved}  # what another artifact's step record was measured on
     for f, exp in zip(files, resolved):
         if exp.get("runs_of"):
@@ -111,7 +122,7 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                 done = as_today(done, method_config(exp, d, m)[1])
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
-            row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "seed": s,
+            row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
                    "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None}
             # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
@@ -163,6 +174,70 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     if exp.get("features"):
         cmd += f" --features data/features/{dataset}/{exp['features']['extractor']}{exp['features']['dim']}.pt"
     return {"why": why, "command": cmd}
+
+
+def claims_waiting(rows: list[dict]) -> list[dict]:
+    """For every claim of `config/claims/` and dataset it is checked on at the paper scale: the runs (first seed)
+    it compares that are not kept whole, with the hours they still owe; claims whose runs are all kept whole are
+    left out. A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
+    from xcbench.io import read_yaml
+    from xcbench.reporting.claims import side_methods
+    from xcbench.run import run_location
+
+    files, resolved = paper_experiments()
+    exps = {(e["paper"], e["artifact"]): e for e in resolved}
+    index = {(r["paper"], r["artifact"], r["dataset"], r["key"], r["seed"]): r for r in rows}
+    out = []
+    for f in sorted((REPO / "config" / "claims").glob("*.yaml")):
+        spec = read_yaml(f)
+        for c in spec["claims"]:
+            exp = exps.get((spec["paper"], c["artifact"]))
+            if exp is None:
+                continue
+            sides = [c.get("left"), c.get("right")] + list(c.get("across", {}).get("gain", {}).values())
+            sides = [x for x in sides if x]
+            methods = sorted({m for x in sides for m in side_methods(x, exp) if m in exp["methods"]})
+            named = {x["dataset"] for x in sides if x.get("dataset")}
+            datasets = [d for d in exp["datasets"] if not named or d in named]
+            groups = [("all", datasets)] if "across" in c else [(d, [d]) for d in datasets]
+            for label, ds in groups:
+                need = []
+                for d in ds:
+                    for m in methods:
+                        owner, key = run_location(exp, d, m, exp["seeds"][0])
+                        r = index.get((exp["paper"], owner, d, key, exp["seeds"][0]))
+                        if r is not None and r["kept_epochs"] < r["epochs"]:
+                            need.append(r)
+                if need:
+                    out.append({"paper": spec["paper"], "claim": c["id"], "dataset": label, "runs": need,
+                                "cpu_h": _owed(need, "cpu"), "gpu_h": _owed(need, "gpu")})
+    return out
+
+
+def _owed(runs: list[dict], kind: str) -> float | None:
+    """Hours the runs still owe on this kind of machine; None where one of them is not measured on it."""
+    return sum(r[kind]["left_h"] for r in runs) if all(kind in r for r in runs) else None
+
+
+def claims_section(rows: list[dict], top: int = 30) -> list[str]:
+    """The claims nearest to a verdict at the paper's settings: those waiting on the fewest CPU-hours."""
+    waiting = claims_waiting(rows)
+    if not waiting:
+        return []
+    key = lambda w: (w["cpu_h"] is None, w["cpu_h"] or 0.0, w["gpu_h"] is None, w["gpu_h"] or 0.0)  # noqa: E731
+    waiting.sort(key=key)
+    lines = ["", "## Claims waiting on runs", "",
+             f"What to train next: each claim of `config/claims/` on each dataset it is checked on at the paper scale, "
+             f"with the runs it compares (first seed) not kept whole and the hours they still owe; `-` where a run has "
+             f"no step rate on that kind of machine. The {min(top, len(waiting))} cheapest on the CPU of "
+             f"{len(waiting)} waiting; a run kept cut short counts as owed (its claim is checked at its last epoch "
+             f"until then).", "",
+             "| claim | dataset | runs owed | CPU h | GPU h |", "|---|---|---|---|---|"]
+    for w in waiting[:top]:
+        runs = ", ".join(f"{r['artifact']}/{r['method']}" + (f" ({r['kept_epochs']}/{r['epochs']})" if r["kept_epochs"]
+                                                              else "") for r in w["runs"])
+        lines.append(f"| {w['paper']}: {w['claim']} | {w['dataset']} | {runs} | {_h(w['cpu_h'])} | {_h(w['gpu_h'])} |")
+    return lines
 
 
 def unmeasured_section(rows: list[dict]) -> list[str]:
@@ -232,6 +307,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
                      f"{_h(c.get('step_ms'))} | {_h(c.get('floor_ms'))} | {_h(c.get('run_h'))} | {_h(g.get('step_ms'))} | "
                      f"{_h(g.get('run_h'))} |")
+    lines += claims_section(rows)
     lines += unmeasured_section(rows)
     return "\n".join(lines) + "\n"
 

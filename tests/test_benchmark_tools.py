@@ -171,6 +171,36 @@ def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_pa
     assert "| midx/fig7b | synthetic-sphere-10k | 7 | a measurement job" in md
 
 
+def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
+    """MIDX's seqrec_sas_rq_ge_pq compares SASRec's MIDX-rq and MIDX-pq on each Table 7 dataset: with MIDX-rq kept
+    whole on Sports it waits on MIDX-pq alone there, and on both elsewhere; with MIDX-pq kept cut short it still
+    waits on it; the sparsest-dataset claim (`across`) is one row over every dataset."""
+    import json as _json
+
+    paper_cost = _load("paper_cost")
+
+    def keep(method, epochs):
+        run = tmp_path / "midx" / "table7" / "seqrec-sports" / method / "seed0"
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "metrics.json").write_text(_json.dumps({"device_name": "cpu", **(
+            {"cut_short_after_epoch": epochs} if epochs < 50 else {})}))
+
+    def waiting():
+        return {(w["claim"], w["dataset"]): sorted(r["method"] for r in w["runs"])
+                for w in paper_cost.claims_waiting(paper_cost.plan(tmp_path, []))}
+
+    keep("sas_midx_rq", 50)
+    got = waiting()
+    assert got["seqrec_sas_rq_ge_pq", "seqrec-sports"] == ["sas_midx_pq"]
+    assert got["seqrec_sas_rq_ge_pq", "gowalla"] == ["sas_midx_pq", "sas_midx_rq"]
+    assert ("seqrec_sas_gain_largest_on_sparsest", "all") in got
+    assert not any(c == "seqrec_sas_gain_largest_on_sparsest" and d != "all" for c, d in got)
+    keep("sas_midx_pq", 20)
+    assert waiting()["seqrec_sas_rq_ge_pq", "seqrec-sports"] == ["sas_midx_pq"]
+    keep("sas_midx_pq", 50)
+    assert ("seqrec_sas_rq_ge_pq", "seqrec-sports") not in waiting()
+
+
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first):
     """torch's FlopCounterMode counts nn.LSTM (mkldnn_rnn_layer on the CPU) as 0 FLOPs, so an LSTM model's
