@@ -8,7 +8,14 @@ metrics and per-epoch curves (the training loss among them) of metrics.json with
 run was kept: an intended change (then retrain the kept runs it touches) or a regression, as when the
 encoders' dropout drew its mask in another memory order (found by hand, docs/results.md).
 
-    python benchmarks/reproduce_kept.py --root reference/quick --scale quick --data /path/to/data --max-seconds 10
+    python benchmarks/reproduce_kept.py --root reference/quick --scale quick --data /path/to/data --max-seconds 10 \
+        --cpu-capability avx2
+
+Bits depend on the vector instruction set of torch's CPU kernels (`torch.backends.cpu.get_cpu_capability()`):
+MIDX Table 7's GRU4Rec Full on MovieLens-100K gave the same validation and test metrics under AVX2 and AVX512
+and a training loss 4e-7 apart in three of its ten epochs. A retrain runs under the
+capability its kept run recorded (`versions.cpu_capability`), else under --cpu-capability, and oneDNN's kernels
+(the LSTM's) capped at the same level (ONEDNN_MAX_CPU_ISA).
 
 Picks the cheapest kept run of every (head, encoder, dropout on or off) family whose recorded wall time is
 at most --max-seconds (or the runs named by --runs, paths under <root>/results/<scale>/), skips runs whose
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,6 +59,7 @@ def kept_runs(results: Path) -> list[dict]:
         enc = encoder_config(cfg.get("model") or {})
         out.append({"path": str(f.parent.relative_to(results)), "paper": paper, "artifact": artifact, "dataset": dataset,
                     "method": method, "seed": int(seed[4:]), "wall_s": rec["wall_time_s"], "numbers": numbers(rec),
+                    "cpu_capability": rec.get("versions", {}).get("cpu_capability"),
                     "features": cfg.get("features"), "family": (cfg.get("head"), enc.get("name"),
                                                                 float(enc.get("dropout") or 0) > 0)})
     return out
@@ -64,7 +73,15 @@ def cheapest_per_family(runs: list[dict], max_s: float) -> list[dict]:
     return list(best.values())
 
 
-def retrain(r: dict, scale: str, data: Path, scratch: Path) -> dict:
+# torch's own CPU kernels follow ATEN_CPU_CAPABILITY; oneDNN's (nn.LSTM's mkldnn_rnn_layer) follow ONEDNN_MAX_CPU_ISA:
+# both capped at the kept run's level (PTB's LSTM runs kept under AVX2 differ on an AVX512 CPU without the second)
+ONEDNN_ISA = {"default": "SSE41", "avx2": "AVX2", "avx512": "AVX512_CORE"}
+
+
+def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | None = None) -> dict:
+    """Retrain one kept run and compare; under ATEN_CPU_CAPABILITY=`capability` (the vector instruction set of
+    torch's CPU kernels, which moves the last bits: the kept run's own where it recorded one, else the caller's),
+    oneDNN's capped at the same level."""
     processed = data / "processed" / r["dataset"] / "dataset.npz"
     if not processed.exists():
         return {**r, "status": f"skipped: {processed} not prepared"}
@@ -76,12 +93,16 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path) -> dict:
     features = data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt" if f else None
     if features is not None and features.exists():
         cmd += ["--features", str(features)]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    env = {**os.environ, **({"ATEN_CPU_CAPABILITY": capability.lower(),
+                             "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA.get(capability.lower(), "ALL")} if capability else {})}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     if done.returncode != 0:
         return {**r, "status": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]}
-    now, kept = numbers(json.loads((scratch / r["path"] / "metrics.json").read_text())), r["numbers"]
+    now_rec = json.loads((scratch / r["path"] / "metrics.json").read_text())
+    now, kept = numbers(now_rec), r["numbers"]
     diff = {k: (kept.get(k), now.get(k)) for k in sorted(set(now) | set(kept)) if now.get(k) != kept.get(k)}
-    return {**r, "status": "identical" if not diff else "differs", "differences": diff}
+    return {**r, "status": "identical" if not diff else "differs", "differences": diff,
+            "ran_capability": now_rec.get("versions", {}).get("cpu_capability")}
 
 
 def main() -> None:
@@ -91,6 +112,9 @@ def main() -> None:
     p.add_argument("--data", default="data", help="the folder holding processed/ and features/ (the DAG's data=)")
     p.add_argument("--max-seconds", type=float, default=10.0, help="kept runs whose recorded wall time is at most this")
     p.add_argument("--runs", nargs="*", help="run folders under <root>/results/<scale>/ instead of the cheapest per family")
+    p.add_argument("--cpu-capability", default=None, help="ATEN_CPU_CAPABILITY (avx2, avx512, default) for kept runs that "
+                   "recorded none: a run kept under AVX2 gives other last bits under AVX512 (runs record theirs since "
+                   "2026-11-29; the quick tree before that was kept under avx2)")
     p.add_argument("--out-dir", default=OUT)
     a = p.parse_args()
     results = (REPO / a.root / "results" / a.scale).resolve()
@@ -99,14 +123,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         rows = []
         for r in picked:
-            rows.append(retrain(r, a.scale, Path(a.data).resolve(), Path(scratch)))
+            rows.append(retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), r["cpu_capability"] or a.cpu_capability))
             print(f"{rows[-1]['path']}: {rows[-1]['status']}", flush=True)
     md = [f"# Kept {a.scale}-scale runs retrained by today's code (CPU, one thread): the same numbers?", "",
-          "| run | head | encoder | dropout | kept wall s | result | first difference (kept vs now) |", "|---|---|---|---|---|---|---|"]
+          "| run | head | encoder | dropout | kept wall s | kept / rerun CPU capability | result | first difference (kept vs now) |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         first = next(iter(r.get("differences", {}).items()), None)
         md.append(f"| {r['path']} | {r['family'][0]} | {r['family'][1]} | {'on' if r['family'][2] else 'off'} | "
-                  f"{r['wall_s']:.1f} | {r['status']} | {f'{first[0]}: {first[1][0]} vs {first[1][1]}' if first else ''} |")
+                  f"{r['wall_s']:.1f} | {r['cpu_capability'] or '-'} / {r.get('ran_capability') or '-'} | {r['status']} | "
+                  f"{f'{first[0]}: {first[1][0]} vs {first[1][1]}' if first else ''} |")
     same = sum(r["status"] == "identical" for r in rows)
     md += ["", f"{same} of {len(rows)} runs give their kept test metrics and per-epoch curves (training loss, validation "
            "metrics) exactly. Picked: the cheapest kept run of each (head, encoder, dropout on/off) family"

@@ -117,3 +117,24 @@ def test_row_dots_equal_autograds_bmm_bit_for_bit(sparse):
         out.append((dots.detach(), E.grad.to_dense() if sparse else E.grad, h.grad))
     for a, b in zip(*out):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("tau", [1.0, 2.5])
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("absolute", [False, True])
+def test_normalized_softmax_scores_and_loss_follow_their_formula(tau, normalize, absolute):
+    """scores = tau f(u(h) . u(E)^T), f = |.| when absolute, u = L2 normalisation when normalize; the loss is
+    the mean cross-entropy of those scores. tau = 1 skips the product: the same bits, loss and gradients."""
+    head = HEADS.get("normalized_softmax")(D, C, torch.Generator().manual_seed(1), tau=tau, normalize=normalize,
+                                           absolute=absolute)
+    h, y, idx = _batch(False)
+    h.requires_grad_(True)
+    unit = (lambda z: F.normalize(z, dim=-1)) if normalize else (lambda z: z)
+    dot = unit(h) @ unit(head.E).T
+    want = tau * (dot.abs() if absolute else dot)
+    loss = head.loss(h, y, idx, torch.Generator())
+    ref = F.cross_entropy(want, y)
+    assert torch.equal(head.scores(h), want)
+    torch.testing.assert_close(loss, ref)
+    assert torch.equal(*(torch.autograd.grad(v, (h, head.E), retain_graph=True)[0] for v in (
+        loss, -torch.log_softmax(want, 1).gather(1, y[:, None]).mean())))

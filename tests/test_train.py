@@ -136,6 +136,7 @@ def test_metrics_json_records_time_memory_versions(tiny_xmc, tiny_exp, tmp_path)
     assert mem["optimizer_state_bytes"] >= 2 * mem["grad_bytes"]  # Adam: two moments per weight
     assert mem["peak_rss_bytes"] > 0
     assert m["versions"]["torch"] == torch.__version__ and m["device"] == "cpu"
+    assert m["versions"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert len(m["curves"]["val_P@1"]) == 3
 
 

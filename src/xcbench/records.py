@@ -83,7 +83,15 @@ def run_record(run, device: torch.device) -> dict:
     return {"device": str(device), "device_name": device_name(device), "seed": run.seed, "dataset": run.dataset,
             "method": run.method, "scale": run.exp["scale"], "git_commit": git_commit(),
             "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
-                         "python": platform.python_version()}}
+                         "python": platform.python_version(), "cpu_capability": cpu_capability()}}
+
+
+def cpu_capability() -> str:
+    """The vector instruction set of torch's CPU kernels here ('AVX2', 'AVX512', ...): the same seed gives the
+    same bits on the CPU only under the same one (log_softmax's and exp's vector loops round differently). On a
+    newer CPU, ATEN_CPU_CAPABILITY=avx2 sets it, and ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN's kernels (nn.LSTM's)
+    to match (benchmarks/reproduce_kept.py)."""
+    return torch.backends.cpu.get_cpu_capability()
 
 
 def resolved_config(run, task) -> dict:

@@ -109,7 +109,10 @@ class NormalizedSoftmax(Head):
         return F.normalize(z, dim=-1) if self.normalize else z
 
     def _logit(self, dot: torch.Tensor) -> torch.Tensor:
-        return self.tau * (dot.abs() if self.absolute else dot)
+        z = dot.abs() if self.absolute else dot
+        # tau z with tau = 1 is z bit for bit: skipping the product spares a full (B, n) tensor and its backward
+        # (MIDX Table 7's Full on Sports: about 15% of a 16 s CPU step, 21,073 x 18,357 logits)
+        return z if self.tau == 1.0 else self.tau * z
 
     def class_embeddings(self) -> nn.Parameter:
         return self.E
