@@ -16,11 +16,11 @@ paper's settings), and the runs without a step rate, with why and the command th
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 from pathlib import Path
 
 from common import write_outputs
+from cost_next import claims_section, hours, how_to_measure, paper_experiments, unmeasured_section
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out"
@@ -90,15 +90,6 @@ def checkpoint_epoch(path: Path | None) -> int | None:
         return None
 
 
-@functools.cache
-def paper_experiments() -> tuple[list[Path], list[dict]]:
-    """Every experiment file and its settings at the paper scale."""
-    from xcbench.config import load_experiment, resolve_experiment
-
-    files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
-    return files, [resolve_experiment(load_experiment(f), "paper") for f in files]
-
-
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
     from xcbench.config import load_datasets
     from xcbench.reporting.stop_rule import as_today
@@ -152,117 +143,6 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
     return rows
 
 
-def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict:
-    """Why a run has no step rate and what gives it one: a measurement job (no training: its cost is its own
-    wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
-    download) and the train_step command to run once the data is prepared; a learning-rate grid's points are
-    measured through the experiment they extend, whose methods they step as."""
-    from xcbench.config import dataset_entry
-    from xcbench.registry import TASKS
-
-    if not getattr(TASKS.get(exp["task"]["name"]), "trains", True):
-        return {"why": "a measurement job, nothing trained: its cost is its own wall time", "command": None}
-    entry = dataset_entry(dataset, catalogue)
-    page = next((f.get("page") for f in entry.get("files", []) if f.get("page")), None)
-    why = ("data generated here" if entry.get("generator") else
-           f"data by manual download ({page})" if entry.get("available") is False else
-           "data downloaded from its URL (the mirror first)")
-    if exp.get("extends") and any("grid_of" in m for m in exp["methods"].values()):
-        path = path.with_name(f"{exp['extends']}.yaml")  # grid points step as their methods: measure those
-    cmd = (f"python benchmarks/train_step.py --experiment {path.relative_to(REPO)} --scale paper --dataset {dataset} "
-           f"--processed data/processed/{dataset}/dataset.npz")
-    if exp.get("features"):
-        cmd += f" --features data/features/{dataset}/{exp['features']['extractor']}{exp['features']['dim']}.pt"
-    return {"why": why, "command": cmd}
-
-
-def claims_waiting(rows: list[dict]) -> list[dict]:
-    """For every claim of `config/claims/` and dataset it is checked on at the paper scale: the runs (first seed)
-    it compares that are not kept whole, with the hours they still owe; claims whose runs are all kept whole are
-    left out. A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
-    from xcbench.io import read_yaml
-    from xcbench.reporting.claims import side_methods
-    from xcbench.run import run_location
-
-    files, resolved = paper_experiments()
-    exps = {(e["paper"], e["artifact"]): e for e in resolved}
-    index = {(r["paper"], r["artifact"], r["dataset"], r["key"], r["seed"]): r for r in rows}
-    out = []
-    for f in sorted((REPO / "config" / "claims").glob("*.yaml")):
-        spec = read_yaml(f)
-        for c in spec["claims"]:
-            exp = exps.get((spec["paper"], c["artifact"]))
-            if exp is None:
-                continue
-            sides = [c.get("left"), c.get("right")] + list(c.get("across", {}).get("gain", {}).values())
-            sides = [x for x in sides if x]
-            methods = sorted({m for x in sides for m in side_methods(x, exp) if m in exp["methods"]})
-            named = {x["dataset"] for x in sides if x.get("dataset")}
-            datasets = [d for d in exp["datasets"] if not named or d in named]
-            groups = [("all", datasets)] if "across" in c else [(d, [d]) for d in datasets]
-            for label, ds in groups:
-                need = []
-                for d in ds:
-                    for m in methods:
-                        owner, key = run_location(exp, d, m, exp["seeds"][0])
-                        r = index.get((exp["paper"], owner, d, key, exp["seeds"][0]))
-                        if r is not None and r["kept_epochs"] < r["epochs"]:
-                            need.append(r)
-                if need:
-                    out.append({"paper": spec["paper"], "claim": c["id"], "dataset": label, "runs": need,
-                                "cpu_h": _owed(need, "cpu"), "gpu_h": _owed(need, "gpu")})
-    return out
-
-
-def _owed(runs: list[dict], kind: str) -> float | None:
-    """Hours the runs still owe on this kind of machine; None where one of them is not measured on it."""
-    return sum(r[kind]["left_h"] for r in runs) if all(kind in r for r in runs) else None
-
-
-def claims_section(rows: list[dict], top: int = 30) -> list[str]:
-    """The claims nearest to a verdict at the paper's settings: those waiting on the fewest CPU-hours."""
-    waiting = claims_waiting(rows)
-    if not waiting:
-        return []
-    key = lambda w: (w["cpu_h"] is None, w["cpu_h"] or 0.0, w["gpu_h"] is None, w["gpu_h"] or 0.0)  # noqa: E731
-    waiting.sort(key=key)
-    lines = ["", "## Claims waiting on runs", "",
-             f"What to train next: each claim of `config/claims/` on each dataset it is checked on at the paper scale, "
-             f"with the runs it compares (first seed) not kept whole and the hours they still owe; `-` where a run has "
-             f"no step rate on that kind of machine. The {min(top, len(waiting))} cheapest on the CPU of "
-             f"{len(waiting)} waiting; a run kept cut short counts as owed (its claim is checked at its last epoch "
-             f"until then).", "",
-             "| claim | dataset | runs owed | CPU h | GPU h |", "|---|---|---|---|---|"]
-    for w in waiting[:top]:
-        runs = ", ".join(f"{r['artifact']}/{r['method']}" + (f" ({r['kept_epochs']}/{r['epochs']})" if r["kept_epochs"]
-                                                              else "") for r in w["runs"])
-        lines.append(f"| {w['paper']}: {w['claim']} | {w['dataset']} | {runs} | {_h(w['cpu_h'])} | {_h(w['gpu_h'])} |")
-    return lines
-
-
-def unmeasured_section(rows: list[dict]) -> list[str]:
-    """The runs without a step rate, by artifact and dataset: why, and the command that measures them."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if "to_measure" in r and r["kept_epochs"] < r["epochs"]:
-            groups.setdefault((r["paper"], r["artifact"], r["dataset"]), []).append(r)
-    if not groups:
-        return []
-    lines = ["", "## Runs without a step rate", "",
-             "Each needs its data prepared (`snakemake --cores 1 data/processed/<dataset>/dataset.npz`, and the "
-             "features where the task reads them), then the command beside it.", "",
-             "| artifact | dataset | runs | why none | measure with |", "|---|---|---|---|---|"]
-    for (p, a, d), rs in groups.items():
-        m = rs[0]["to_measure"]
-        cmd = f"`{m['command']}`" if m["command"] else "-"
-        lines.append(f"| {p}/{a} | {d} | {len(rs)} | {m['why']} | {cmd} |")
-    return lines
-
-
-def _h(x: float | None) -> str:
-    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:,.0f}")
-
-
 def markdown(rows: list[dict]) -> str:
     arts: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -284,16 +164,16 @@ def markdown(rows: list[dict]) -> str:
         unmeasured = sum("cpu" not in r and "gpu" not in r and r["kept_epochs"] < r["epochs"] for r in rs)
         for k in tot:
             tot[k] += sum(left[k])
-        cells = [f"{_h(sum(v))} ({len(v)})" if v else "-" for v in (left["cpu"], left["gpu"])]
+        cells = [f"{hours(sum(v))} ({len(v)})" if v else "-" for v in (left["cpu"], left["gpu"])]
         lines.append(f"| {p} | {a} | {len(rs)} | {whole} | {cut} | {len(rs) - whole - cut} | {cells[0]} | {cells[1]} | "
                      f"{unmeasured} |")
     resumable = sum(r["checkpoint_epoch"] is not None for r in rows)
-    lines += ["", f"Measured runs still to train: {_h(tot['cpu'])} CPU-hours or {_h(tot['gpu'])} GPU-hours "
+    lines += ["", f"Measured runs still to train: {hours(tot['cpu'])} CPU-hours or {hours(tot['gpu'])} GPU-hours "
               "(each total over the runs measured on that kind of machine; an unfinished run owes the epochs after "
               f"its checkpoint in this work tree, {resumable} have one, else its whole run, even where the reference "
               "tree keeps it cut short). The whole paper scale from scratch, over the runs "
-              f"measured: {_h(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
-              f"{_h(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).", "",
+              f"measured: {hours(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
+              f"{hours(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).", "",
               "## Runs with a measured step rate", "",
               "matmul floor: the step's matrix-product FLOPs at the device's measured product rate (train_step.py); "
               "`-` for an LSTM model measured before train_step counted the fused recurrent ops (torch's FlopCounterMode "
@@ -305,8 +185,8 @@ def markdown(rows: list[dict]) -> str:
             continue
         c, g = r.get("cpu", {}), r.get("gpu", {})
         lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
-                     f"{_h(c.get('step_ms'))} | {_h(c.get('floor_ms'))} | {_h(c.get('run_h'))} | {_h(g.get('step_ms'))} | "
-                     f"{_h(g.get('run_h'))} |")
+                     f"{hours(c.get('step_ms'))} | {hours(c.get('floor_ms'))} | {hours(c.get('run_h'))} | {hours(g.get('step_ms'))} | "
+                     f"{hours(g.get('run_h'))} |")
     lines += claims_section(rows)
     lines += unmeasured_section(rows)
     return "\n".join(lines) + "\n"

@@ -187,7 +187,7 @@ def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
 
     def waiting():
         return {(w["claim"], w["dataset"]): sorted(r["method"] for r in w["runs"])
-                for w in paper_cost.claims_waiting(paper_cost.plan(tmp_path, []))}
+                for w in _load("cost_next").claims_waiting(paper_cost.plan(tmp_path, []))}
 
     keep("sas_midx_rq", 50)
     got = waiting()

@@ -1,0 +1,130 @@
+"""What the cost plan (paper_cost.py) orders next: the claims of `config/claims/` waiting on runs, with the hours
+those runs still owe (cheapest first: what a run lets us check), and the runs without a step rate, with why (a
+measurement job that trains nothing, or where the data comes from) and the train_step command that measures them.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def paper_experiments() -> tuple[list[Path], list[dict]]:
+    """Every experiment file and its settings at the paper scale."""
+    from xcbench.config import load_experiment, resolve_experiment
+
+    files = sorted((REPO / "config" / "experiments").glob("*/*.yaml"))
+    return files, [resolve_experiment(load_experiment(f), "paper") for f in files]
+
+
+def hours(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:,.0f}")
+
+
+def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict:
+    """Why a run has no step rate and what gives it one: a measurement job (no training: its cost is its own
+    wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
+    download) and the train_step command to run once the data is prepared; a learning-rate grid's points are
+    measured through the experiment they extend, whose methods they step as."""
+    from xcbench.config import dataset_entry
+    from xcbench.registry import TASKS
+
+    if not getattr(TASKS.get(exp["task"]["name"]), "trains", True):
+        return {"why": "a measurement job, nothing trained: its cost is its own wall time", "command": None}
+    entry = dataset_entry(dataset, catalogue)
+    page = next((f.get("page") for f in entry.get("files", []) if f.get("page")), None)
+    why = ("data generated here" if entry.get("generator") else
+           f"data by manual download ({page})" if entry.get("available") is False else
+           "data downloaded from its URL (the mirror first)")
+    if exp.get("extends") and any("grid_of" in m for m in exp["methods"].values()):
+        path = path.with_name(f"{exp['extends']}.yaml")  # grid points step as their methods: measure those
+    cmd = (f"python benchmarks/train_step.py --experiment {path.relative_to(REPO)} --scale paper --dataset {dataset} "
+           f"--processed data/processed/{dataset}/dataset.npz")
+    if exp.get("features"):
+        cmd += f" --features data/features/{dataset}/{exp['features']['extractor']}{exp['features']['dim']}.pt"
+    return {"why": why, "command": cmd}
+
+
+def claims_waiting(rows: list[dict]) -> list[dict]:
+    """For every claim of `config/claims/` and dataset it is checked on at the paper scale: the runs (first seed)
+    it compares that are not kept whole, with the hours they still owe; claims whose runs are all kept whole are
+    left out. A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
+    from xcbench.io import read_yaml
+    from xcbench.reporting.claims import side_methods
+    from xcbench.run import run_location
+
+    files, resolved = paper_experiments()
+    exps = {(e["paper"], e["artifact"]): e for e in resolved}
+    index = {(r["paper"], r["artifact"], r["dataset"], r["key"], r["seed"]): r for r in rows}
+    out = []
+    for f in sorted((REPO / "config" / "claims").glob("*.yaml")):
+        spec = read_yaml(f)
+        for c in spec["claims"]:
+            exp = exps.get((spec["paper"], c["artifact"]))
+            if exp is None:
+                continue
+            sides = [c.get("left"), c.get("right")] + list(c.get("across", {}).get("gain", {}).values())
+            sides = [x for x in sides if x]
+            methods = sorted({m for x in sides for m in side_methods(x, exp) if m in exp["methods"]})
+            named = {x["dataset"] for x in sides if x.get("dataset")}
+            datasets = [d for d in exp["datasets"] if not named or d in named]
+            groups = [("all", datasets)] if "across" in c else [(d, [d]) for d in datasets]
+            for label, ds in groups:
+                need = []
+                for d in ds:
+                    for m in methods:
+                        owner, key = run_location(exp, d, m, exp["seeds"][0])
+                        r = index.get((exp["paper"], owner, d, key, exp["seeds"][0]))
+                        if r is not None and r["kept_epochs"] < r["epochs"]:
+                            need.append(r)
+                if need:
+                    out.append({"paper": spec["paper"], "claim": c["id"], "dataset": label, "runs": need,
+                                "cpu_h": _owed(need, "cpu"), "gpu_h": _owed(need, "gpu")})
+    return out
+
+
+def _owed(runs: list[dict], kind: str) -> float | None:
+    """Hours the runs still owe on this kind of machine; None where one of them is not measured on it."""
+    return sum(r[kind]["left_h"] for r in runs) if all(kind in r for r in runs) else None
+
+
+def claims_section(rows: list[dict], top: int = 30) -> list[str]:
+    """The claims nearest to a verdict at the paper's settings: those waiting on the fewest CPU-hours."""
+    waiting = claims_waiting(rows)
+    if not waiting:
+        return []
+    waiting.sort(key=lambda w: (w["cpu_h"] is None, w["cpu_h"] or 0.0, w["gpu_h"] is None, w["gpu_h"] or 0.0))
+    lines = ["", "## Claims waiting on runs", "",
+             f"What to train next: each claim of `config/claims/` on each dataset it is checked on at the paper scale, "
+             f"with the runs it compares (first seed) not kept whole and the hours they still owe; `-` where a run has "
+             f"no step rate on that kind of machine. The {min(top, len(waiting))} cheapest on the CPU of "
+             f"{len(waiting)} waiting; a run kept cut short counts as owed (its claim is checked at its last epoch "
+             f"until then).", "",
+             "| claim | dataset | runs owed | CPU h | GPU h |", "|---|---|---|---|---|"]
+    for w in waiting[:top]:
+        runs = ", ".join(f"{r['artifact']}/{r['method']}" + (f" ({r['kept_epochs']}/{r['epochs']})" if r["kept_epochs"]
+                                                              else "") for r in w["runs"])
+        lines.append(f"| {w['paper']}: {w['claim']} | {w['dataset']} | {runs} | {hours(w['cpu_h'])} | {hours(w['gpu_h'])} |")
+    return lines
+
+
+def unmeasured_section(rows: list[dict]) -> list[str]:
+    """The runs without a step rate, by artifact and dataset: why, and the command that measures them."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if "to_measure" in r and r["kept_epochs"] < r["epochs"]:
+            groups.setdefault((r["paper"], r["artifact"], r["dataset"]), []).append(r)
+    if not groups:
+        return []
+    lines = ["", "## Runs without a step rate", "",
+             "Each needs its data prepared (`snakemake --cores 1 data/processed/<dataset>/dataset.npz`, and the "
+             "features where the task reads them), then the command beside it.", "",
+             "| artifact | dataset | runs | why none | measure with |", "|---|---|---|---|---|"]
+    for (p, a, d), rs in groups.items():
+        m = rs[0]["to_measure"]
+        cmd = f"`{m['command']}`" if m["command"] else "-"
+        lines.append(f"| {p}/{a} | {d} | {len(rs)} | {m['why']} | {cmd} |")
+    return lines
