@@ -443,3 +443,23 @@ def test_pareto_front_keeps_the_undominated_methods_cheapest_first():
     assert pareto_front({k: (-y, c) for k, (y, c) in pts.items()}, better="min") == ["a", "e", "c", "f"]
     # by hand: p (ppl 200, 5 ms), q (150, 9), r (160, 9: dominated by q), s (300, 20: dominated by p)
     assert pareto_front({"p": (200, 5), "q": (150, 9), "r": (160, 9), "s": (300, 20)}, better="min") == ["p", "q"]
+
+
+def test_a_claim_is_not_testable_where_a_setup_check_it_requires_is_not_held():
+    """MIDX Table 7: GRU4Rec's claims require the check that GRU4Rec trains as in the paper; on the dataset where
+    the check fails, each becomes 'not testable' whatever its verdict; elsewhere, and for claims without
+    `requires`, verdicts stay."""
+    from xcbench.reporting.claims import requires_checks, verdict_counts
+
+    claims = [{"id": "gru_trains", "check": True}, {"id": "gru_rq_above", "requires": ["gru_trains"]}, {"id": "sas_rq_above"}]
+    rows = [{"id": "gru_trains", "dataset": "sports", "verdict": "not held (at the paper scale: plateau)", "setup_check": True},
+            {"id": "gru_trains", "dataset": "ml", "verdict": "held", "setup_check": True},
+            {"id": "gru_rq_above", "dataset": "sports", "verdict": "held"},
+            {"id": "gru_rq_above", "dataset": "ml", "verdict": "not held"},
+            {"id": "sas_rq_above", "dataset": "sports", "verdict": "held"}]
+    got = {(r["id"], r["dataset"]): r["verdict"] for r in requires_checks(claims, rows)}
+    assert got["gru_rq_above", "sports"] == "not testable: setup check gru_trains not held here"
+    assert got["gru_rq_above", "ml"] == "not held" and got["sas_rq_above", "sports"] == "held"
+    assert got["gru_trains", "sports"].startswith("not held")
+    counts = verdict_counts([r for r in requires_checks(claims, rows) if not r.get("setup_check")])
+    assert counts["not testable"] == 1 and counts["held"] == 1 and counts["not held"] == 1

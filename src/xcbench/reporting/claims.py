@@ -18,7 +18,8 @@ over the seeds both sides ran, must all have the claimed sign and their mean mus
 with one seed there is no spread to compare with ("not testable: one seed", unless the means already fail).
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
-(MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all".
+(MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all". A claim may `require` setup checks
+(`check: true`): on a dataset where one of them is not held, the claim is "not testable" there.
 Runs of unequal length (one cut short by a time limit) are compared on `final.` metrics after the last epoch
 all of them reached; a claim against every method of a side ("below every other temperature") is also
 refuted by one pair that went further than that epoch (`later_counterexample`).
@@ -305,8 +306,20 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         if not new:  # every run is there and none reports the metric: a misspelt metric must not vanish
             new = [_row(c, "all", "–", f"no data: no run reports {_metrics(c)}", scale, "")]
         rows += [r for r in new if only is None or r["verdict"] not in ("not run", "not at this scale")]
-    return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale, "rows": rows,
-            "kept": only is not None}
+    return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale,
+            "rows": requires_checks(spec["claims"], rows), "kept": only is not None}
+
+
+def requires_checks(claims: list[dict], rows: list[dict]) -> list[dict]:
+    """A claim that `requires` setup checks is not testable on a dataset where one of them is not held
+    (MIDX Table 7's GRU4Rec rows on Sports, where GRU4Rec learnt item popularity only)."""
+    needs = {c["id"]: c["requires"] for c in claims if c.get("requires")}
+    failed = {(r["id"], r["dataset"]) for r in rows if r.get("setup_check") and r["verdict"].startswith("not held")}
+    out = []
+    for r in rows:
+        bad = [k for k in needs.get(r["id"], []) if (k, r["dataset"]) in failed]
+        out.append({**r, "verdict": f"not testable: setup check {', '.join(bad)} not held here"} if bad else r)
+    return out
 
 
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
