@@ -22,33 +22,36 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
-def torch_default_gru_(model: torch.nn.Module, gen: torch.Generator) -> int:
+def torch_default_gru_(model: torch.nn.Module, gen: torch.Generator) -> None:
     """Redraw every GRU weight and bias from U(-1/sqrt(hidden), 1/sqrt(hidden)) (nn.GRU's own init law)."""
-    n = 0
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.GRU):
                 bound = 1.0 / math.sqrt(m.hidden_size)
                 for p in m.parameters():
                     p.uniform_(-bound, bound, generator=gen)
-                    n += p.numel()
-    return n
 
 
-def run(init: str, epochs: int, method: str, lr: float | None = None) -> list[dict]:
-    from train_step import build
-
+def sports_task() -> tuple[dict, object]:
+    """MIDX Table 7 at the paper scale and its Sports task, built once for every variant."""
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-    from xcbench.seed import torch_generator
     from xcbench.tasks.base import make_task
-    from xcbench.train import evaluate_splits, train_step
 
     exp = resolve_experiment(load_experiment(REPO / "config/experiments/midx/table7.yaml"), "paper")
-    dev = torch.device("cpu")
     task = make_task(exp, dataset_entry("seqrec-sports", load_datasets()),
-                     REPO / "data/processed/seqrec-sports/dataset.npz", None, dev, 0, dataset="seqrec-sports")
+                     REPO / "data/processed/seqrec-sports/dataset.npz", None, torch.device("cpu"), 0,
+                     dataset="seqrec-sports")
+    return exp, task
+
+
+def run(exp: dict, task, init: str, epochs: int, method: str, lr: float | None = None) -> list[dict]:
+    from train_step import build
+
+    from xcbench.seed import torch_generator
+    from xcbench.train import evaluate_splits, train_step
+
     torch.manual_seed(0)
-    _, cfg, model, opt = build(exp, task, "seqrec-sports", method, dev)
+    _, cfg, model, opt = build(exp, task, "seqrec-sports", method, torch.device("cpu"))
     for group in opt.param_groups if lr else ():
         group["lr"] = lr
     if init == "torch_default":
@@ -83,9 +86,10 @@ def main() -> None:
     from xcbench.runtime import configure_process
 
     configure_process(1)
-    rows = [r for init in ("package", "torch_default") for r in run(init, a.epochs, a.method)]
+    exp, task = sports_task()
+    rows = [r for init in ("package", "torch_default") for r in run(exp, task, init, a.epochs, a.method)]
     if a.lr:
-        rows += run("package", a.epochs, a.method, a.lr)
+        rows += run(exp, task, "package", a.epochs, a.method, a.lr)
     md = [f"# GRU4Rec on Amazon Sports ({a.method}, MIDX Table 7 paper settings): training loss and validation NDCG@10 "
           "per epoch under two GRU initialisations", "", "| epoch | loss, N(0, 0.02) | NDCG@10, N(0, 0.02) | "
           "loss, U(+-1/sqrt(d)) | NDCG@10, U(+-1/sqrt(d)) |" + (f" loss, lr {a.lr:g} | NDCG@10, lr {a.lr:g} |" if a.lr else ""),
