@@ -98,6 +98,22 @@ def test_xcbench_check_finds_methods_run_nowhere_stale_views_and_claims(tmp_path
     assert "method 'lstm_midx_pqq' is not a run of table4" in errs
 
 
+def test_xcbench_check_finds_requires_naming_no_setup_check_of_the_artifact(tmp_path):
+    exps, claims = _repo_copy(tmp_path)
+    c = claims / "midx.yaml"
+    text = c.read_text()
+    assert "requires: [seqrec_gru_trains_as_in_the_paper]" in text
+    assert check_repository(exps, claims) == []
+    c.write_text(text.replace("requires: [seqrec_gru_trains_as_in_the_paper]", "requires: [seqrec_gru_trains]", 1))
+    assert "requires 'seqrec_gru_trains', which is not a setup check" in "\n".join(check_repository(exps, claims))
+    c.write_text(text.replace("requires: [seqrec_gru_trains_as_in_the_paper]", "requires: [seqrec_gru_midx_rq_above_static_recall50]", 1))
+    assert "which is not a setup check" in "\n".join(check_repository(exps, claims))  # a claim, not a check
+    j = text.index("artifact: table7", text.index("  - id: seqrec_gru_trains_as_in_the_paper"))
+    c.write_text(text[:j] + "artifact: table4" + text[j + len("artifact: table7"):])  # the check moves to table4
+    errs = "\n".join(check_repository(exps, claims))
+    assert "requires 'seqrec_gru_trains_as_in_the_paper' of artifact 'table4', not its own 'table7'" in errs
+
+
 def test_explain_names_the_file_and_line_of_every_setting(tmp_path):
     from xcbench.explain import explain
     (tmp_path / "parent.yaml").write_text(

@@ -131,6 +131,22 @@ def check_experiment(exp: dict, source: str) -> None:
         raise ConfigError(f"{source} (scale {exp.get('scale')}):\n  " + "\n  ".join(_located(errs, exp, source)))
 
 
+def _requires_problems(cf: Path, claims: list[dict]) -> list[str]:
+    """A claim's `requires` must name setup checks (`check: true`) of its own file and artifact: the
+    rule matches their rows by dataset, so a misspelt id or another artifact's check would never apply."""
+    checks = {c["id"]: c["artifact"] for c in claims if c.get("check")}
+    errs = []
+    for c in claims:
+        for k in c.get("requires", []):
+            if k not in checks:
+                errs.append(f"{cf}: claim {c['id']}: requires {k!r}, which is not a setup check (`check: true`) "
+                            f"in this file; setup checks here: {sorted(checks) or 'none'}")
+            elif checks[k] != c["artifact"]:
+                errs.append(f"{cf}: claim {c['id']}: requires {k!r} of artifact {checks[k]!r}, not its own "
+                            f"{c['artifact']!r}; a setup check applies to its own artifact's datasets")
+    return errs
+
+
 def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
     """`xcbench check`: every experiment at every scale (names, parameters), a method that runs at no
     scale, a view whose datasets its owner does not run, and claims that name an unknown artifact or
@@ -163,7 +179,9 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
         for m in sorted(set(defined) - ran):
             errs.append(f"{f}: method {m!r} runs at no scale (every scale's `skip` lists it)")
     for cf in sorted(claims_dir.glob("*.yaml")):
-        for c in read_yaml(cf)["claims"]:
+        claims = read_yaml(cf)["claims"]
+        errs += _requires_problems(cf, claims)
+        for c in claims:
             runs = exps.get((cf.stem, c["artifact"]))
             if runs is None:
                 errs.append(f"{cf}: claim {c['id']}: no artifact {c['artifact']!r} in {experiments / cf.stem}")
