@@ -213,3 +213,25 @@ def test_every_schema_key_is_documented_in_config_md():
     for schema in ("experiment", "claims", "config", "datasets"):
         missing = sorted(k for k in names(read_yaml(SCHEMAS / f"{schema}.schema.yaml")) if k not in words)
         assert not missing, f"{schema}.schema.yaml keys without a line in docs/config.md: {missing}"
+
+
+def test_a_datasets_method_overrides_may_be_keyed_by_a_pattern(tmp_path):
+    """`per_dataset.<d>.methods."gru_*"` applies to every method it matches on that dataset only (MIDX Table 7
+    states its lr per encoder and dataset), a name given exactly wins, and a pattern matching nothing names itself."""
+    from xcbench.runspec import method_config
+
+    exp = {**{k: v for k, v in TINY_EXP.items() if k != "scale"}, "artifact": "pat",
+           "datasets": ["synthetic-xmc-tiny", "other"],
+           "methods": {"gru_a": {"head": "full_softmax"}, "gru_b": {"head": "full_softmax"}, "sas_a": {"head": "full_softmax"}},
+           "per_dataset": {"synthetic-xmc-tiny": {"methods": {"gru_*": {"train": {"lr": 0.5}}, "gru_b": {"train": {"lr": 0.7}}}}}}
+    write_yaml(tmp_path / "pat.yaml", exp)
+    e = resolve_experiment(load_experiment(tmp_path / "pat.yaml"), "tiny")
+    lr = {(d, m): method_config(e, d, m)[1]["lr"] for d in exp["datasets"] for m in exp["methods"]}
+    base = TINY_EXP["train"]["lr"]
+    assert lr == {("synthetic-xmc-tiny", "gru_a"): 0.5, ("synthetic-xmc-tiny", "gru_b"): 0.7,
+                  ("synthetic-xmc-tiny", "sas_a"): base, ("other", "gru_a"): base, ("other", "gru_b"): base,
+                  ("other", "sas_a"): base}
+    exp["per_dataset"]["other"] = {"methods": {"lstm_*": {"train": {"lr": 0.1}}}}
+    write_yaml(tmp_path / "pat.yaml", exp)
+    with pytest.raises(ConfigError, match=r"per_dataset.other.methods.lstm_\*: the pattern matches none"):
+        resolve_experiment(load_experiment(tmp_path / "pat.yaml"), "tiny")

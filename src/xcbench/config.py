@@ -246,8 +246,8 @@ def _is_pattern(key: str) -> bool:
 
 
 def _expand_patterns(over: dict, known: dict, where: str) -> dict:
-    """A scale's method overrides keyed by a pattern (`"gru_*": {...}`, fnmatch) apply to every method
-    it matches, before the overrides named exactly (which win); a pattern matching nothing is an error."""
+    """A scale's or a dataset's method overrides keyed by a pattern (`"gru_*": {...}`, fnmatch) apply to
+    every method it matches, before the overrides named exactly (which win); a pattern matching nothing is an error."""
     out: dict = {}
     for key, spec in over.items():
         if _is_pattern(key):
@@ -285,6 +285,11 @@ def resolve_experiment(exp: dict, scale: str, check_libraries: bool = True) -> d
         out["task"].setdefault("params", {})
     out["scale"] = scale
     out["methods"] = normalise_methods(out.get("methods", {}))
+    if isinstance(out.get("per_dataset"), dict):  # a dataset's method overrides may be keyed by a pattern too
+        out["per_dataset"] = {d: {**b, "methods": _expand_patterns(b["methods"], out["methods"],
+                                                                  f"{out.get('artifact')}: per_dataset.{d}")}
+                              if isinstance((b or {}).get("methods"), dict) else b
+                              for d, b in out["per_dataset"].items()}
     if "skip" in out:  # every method runs at every scale unless the scale skips it (names or fnmatch patterns)
         unknown = [p for p in out["skip"] if not fnmatch.filter(out["methods"], p)]
         if unknown:
