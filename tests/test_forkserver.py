@@ -100,6 +100,7 @@ def test_server_key_follows_code_and_import_time_environment(tmp_path, monkeypat
     key = forkserver.server_key({"HOME": "/h"})
     assert forkserver.server_key({"HOME": "/other"}) == key   # read by the job, passed to it
     assert forkserver.server_key({"HOME": "/h", "OMP_NUM_THREADS": "4"}) != key
+    assert forkserver.server_key({"HOME": "/h", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}) != key  # read at exec
     os.utime(tmp_path / "m.py", ns=(0, 1))
     assert forkserver.server_key({"HOME": "/h"}) != key   # an edited module: a new server
 

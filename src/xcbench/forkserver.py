@@ -47,7 +47,8 @@ FLAG = "XCBENCH_FORKSERVER"
 KINDS = {"train": "train", "render": "render", "claims": "render", "report": "render"}   # verb -> what its server imports
 IDLE_S = 60.0
 START_S = 120.0   # how long a client waits for a server it started to listen
-IMPORT_ENV = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH", "PYTORCH_", "PYTHON", "LD_", "MALLOC_", "MPL")
+IMPORT_ENV = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH", "PYTORCH_", "PYTHON", "LD_", "MALLOC_", "MPL",
+              "GLIBC_TUNABLES")
 PACKAGE = Path(__file__).resolve().parent
 
 

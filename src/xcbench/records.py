@@ -13,6 +13,7 @@ import csv
 import io
 import logging
 import math
+import os
 import platform
 import subprocess
 import time
@@ -83,7 +84,8 @@ def run_record(run, device: torch.device) -> dict:
     return {"device": str(device), "device_name": device_name(device), "seed": run.seed, "dataset": run.dataset,
             "method": run.method, "scale": run.exp["scale"], "git_commit": git_commit(),
             "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
-                         "python": platform.python_version(), "cpu_capability": cpu_capability()}}
+                         "python": platform.python_version(), "cpu_capability": cpu_capability(),
+                         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}}
 
 
 def cpu_capability() -> str:
