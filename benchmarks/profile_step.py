@@ -40,8 +40,11 @@ def main() -> None:
     _, train_cfg, model, opt = build(exp, task, a.dataset, a.method, device)
     model.head.on_epoch_start(0, torch_generator(0, "index"))
     loss_gen = torch_generator(0, "loss")
-    batches = list(itertools.islice(task.train_batches(int(train_cfg["batch_size"]), torch_generator(0, "batches")),
-                                    a.steps + 3))
+    batches, epoch = [], 0
+    while len(batches) < a.steps + 3:  # a small set (MovieLens-100K: 4 batches) takes several epochs' batches
+        more = task.train_batches(int(train_cfg["batch_size"]), torch_generator(epoch, "batches"))
+        batches += list(itertools.islice(more, a.steps + 3 - len(batches)))
+        epoch += 1
     step = lambda i: train_step(model, opt, *batches[i], loss_gen, i + 1, train_cfg.get("grad_clip"))  # noqa: E731
     for i in range(3):
         step(i)
