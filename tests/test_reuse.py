@@ -54,3 +54,23 @@ def test_identical_run_is_found_copied_and_equals_training_it(tiny_xmc, tiny_exp
     (src / "metrics.json").unlink()
     assert find_identical(run, out) is None
     assert find_identical(make_run(grid, "synthetic-xmc-tiny", "full.lr0.01", 0), src) == out.resolve()
+
+
+def test_an_older_record_is_reused_where_it_lacks_only_keys_that_are_none_today(tiny_exp, tmp_path):
+    """A record written before the spec gained `features` (None for this task today) and the package version is the
+    same run; one that lacks a key whose value today is set, or records another value, is not."""
+    from xcbench.io import write_json, write_yaml
+
+    table = _exp(tiny_exp, "table", "full")
+    run = make_run(table, "synthetic-xmc-tiny", "full", 0)
+    old = _folder(tmp_path, _exp(tiny_exp, "grid", "full.lr0.01"), "full.lr0.01")
+    old.mkdir(parents=True)
+    write_json(old / "metrics.json", {"method": "full.lr0.01"})
+    today = {**run.spec, "features": None}
+    out = _folder(tmp_path, table, "full")
+    for rec, found in (({k: v for k, v in today.items() if k not in ("features", "xcbench")}, True),
+                       ({**today, "xcbench": "0.0.1"}, True),
+                       ({**today, "features": {"extractor": "tfidf_svd", "dim": 16}}, False),
+                       ({k: v for k, v in today.items() if k != "train"}, False)):
+        write_yaml(old / "config.resolved.yaml", {**rec, "artifact": "grid", "method": "full.lr0.01"})
+        assert (find_identical(run, out) == old.resolve()) is found, rec.keys()

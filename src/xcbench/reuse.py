@@ -1,8 +1,9 @@
 """A finished run of the same settings under another name: copied, not trained again.
 
 A run is a pure function of its settings and seed (explicit generators everywhere), so a run whose identity
-(`run.identity`: its spec less the artifact and method names) equals that of a finished run in the same paper's
-results computes the same numbers. That happens whenever the artifact that owns a run changes (run.trainers:
+(`run.identity`: its spec less the artifact and method names, and less the package version that wrote it; a key
+today's spec has and an older record lacks reads None) equals that of a finished run in the same paper's results
+computes the same numbers. That happens whenever the artifact that owns a run changes (run.trainers:
 runs of equal settings train once, under the first table that has them): a table's head moved to the lr its
 grid found best makes the grid's run at that lr the table's seed-0 run, and the grid's run at the old lr the one
 the table had trained. `xcbench train` copies such a run (`--no-reuse`: train it anyway) and records where from:
@@ -26,14 +27,21 @@ def find_identical(run: Run, out_dir: str | Path) -> Path | None:
     paper_dir = out_dir.parents[3]
     if paper_dir.name != run.spec["paper"] or paper_dir.parent.name != run.spec["scale"]:
         return None  # not a results tree's run folder: nothing to search
-    want = identity(run.spec)
+    want = identity(_comparable(run.spec, run.spec))
     for cfg in sorted(paper_dir.glob(f"*/{run.dataset}/*/seed{run.seed}/config.resolved.yaml")):
         if cfg.parent == out_dir or not (cfg.parent / "metrics.json").exists():
             continue
-        rec = read_yaml(cfg) or {}
-        if all(k in rec for k in run.spec) and identity({k: rec[k] for k in run.spec}) == want:
+        if identity(_comparable(read_yaml(cfg) or {}, run.spec)) == want:
             return cfg.parent
     return None
+
+
+def _comparable(rec: dict, spec: dict) -> dict:
+    """A recorded (or today's) spec as the keys of today's `spec` read it: less the package version that wrote
+    it (it changes no number), and a key the spec gained after the record was written reads None, which is
+    what such keys are today where they change nothing (`features` where a task has none). A key absent from
+    the record whose value today is not None then differs, so such a run is never reused."""
+    return {k: rec.get(k) for k in spec if k != "xcbench"}
 
 
 def copy_run(run: Run, src: Path, out_dir: str | Path) -> dict:
