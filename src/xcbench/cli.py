@@ -8,6 +8,7 @@
   claims    a paper's claims file -> figures/<paper>/claims.md
   report    claims + artifacts -> figures/REPORT.md
   rerender  every table, figure, claims file and REPORT of a kept results tree (reference/<scale>-<machine>)
+  keep      copy finished runs of results/ into a kept tree (reference/<scale>), refusing stale or cut ones
   list      the registered names of every family
 """
 
@@ -128,6 +129,14 @@ def cmd_report(args) -> None:
     from xcbench.reporting.report import write_report
 
     write_report(args.claims, args.artifacts, args.out)
+
+
+def cmd_keep(args) -> None:
+    """Copy finished runs into a kept tree, each where today's experiment files put it, with today's settings."""
+    from xcbench.keep import keep
+
+    for dst in keep(args.runs, args.root):
+        print("kept", dst)
 
 
 def cmd_rerender(args) -> None:
@@ -259,6 +268,8 @@ def parser() -> argparse.ArgumentParser:
          opt("--scale", "scale of the kept results (default %(default)s)", default="paper"),
          opt("--readme", "also write the claims into this file's region for the scale (README.md: the paper "
              "scale's headline rows and counts, another scale's counts)", default=None))
+    verb("keep", cmd_keep, opt("--root", "kept tree to copy into (e.g. reference/paper)", required=True),
+         (["runs"], {"nargs": "+", "help": "run folders, results/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<k>"}))
     verb("explain", cmd_explain, EXP, SCALE, D, opt("--method", "method key of the experiment", required=True), SEED)
     verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
          opt("--claims", "claims folder (default %(default)s)", default="config/claims"))
