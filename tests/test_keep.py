@@ -1,6 +1,9 @@
 """`xcbench keep`: finished runs copied into a kept tree as they are; a cut run, a stale one, or one not where
 today's files put it is refused with its reason, and then nothing is copied."""
 
+import shutil
+
+import pytest
 import torch
 from conftest import REPO, train_run
 
@@ -22,10 +25,6 @@ def _run(tmp_path, prepared, method):
 
 
 def test_keep_copies_finished_runs_and_refuses_stale_or_cut_ones(tmp_path, prepared):
-    import pytest
-
-    import shutil
-
     a, b = _run(tmp_path, prepared, "full_chunked"), _run(tmp_path, prepared, "hsm")
     grid = a.parents[3] / "seqrec_lr" / "synthetic-seq-tiny" / "full_chunked.lr0.001" / "seed0"  # the table's run
     shutil.copytree(a, grid)
