@@ -27,21 +27,13 @@ def find_identical(run: Run, out_dir: str | Path) -> Path | None:
     paper_dir = out_dir.parents[3]
     if paper_dir.name != run.spec["paper"] or paper_dir.parent.name != run.spec["scale"]:
         return None  # not a results tree's run folder: nothing to search
-    want = identity(_comparable(run.spec, run.spec))
+    want = identity(run.spec)
     for cfg in sorted(paper_dir.glob(f"*/{run.dataset}/*/seed{run.seed}/config.resolved.yaml")):
         if cfg.parent == out_dir or not (cfg.parent / "metrics.json").exists():
             continue
-        if identity(_comparable(read_yaml(cfg) or {}, run.spec)) == want:
+        if identity(read_yaml(cfg) or {}, like=run.spec) == want:  # an older record: today's keys (run.identity)
             return cfg.parent
     return None
-
-
-def _comparable(rec: dict, spec: dict) -> dict:
-    """A recorded (or today's) spec as the keys of today's `spec` read it: less the package version that wrote
-    it (it changes no number), and a key the spec gained after the record was written reads None, which is
-    what such keys are today where they change nothing (`features` where a task has none). A key absent from
-    the record whose value today is not None then differs, so such a run is never reused."""
-    return {k: rec.get(k) for k in spec if k != "xcbench"}
 
 
 def copy_run(run: Run, src: Path, out_dir: str | Path) -> dict:

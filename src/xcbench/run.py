@@ -106,9 +106,15 @@ def view_runs(path: str | Path, scale: str) -> set[tuple[str, str, int]]:
     return out
 
 
-def identity(spec: dict) -> str:
-    """What a run computes, whatever its artifact and method key are called."""
-    return spec_hash({k: v for k, v in spec.items() if k not in ("artifact", "method")})
+NAMES = ("artifact", "method", "xcbench")  # where a run lives and which package version wrote it: not what it computes
+
+
+def identity(spec: dict, like: dict | None = None) -> str:
+    """What a run computes, whatever its artifact and method key are called and whichever package version wrote
+    it. With `like` (today's spec of the run), `spec` (an older record) is read with `like`'s keys: a key the
+    record lacks reads None, which is what such keys are today where they change nothing (`features` where a
+    task has none); a key set today that the record lacks then differs."""
+    return spec_hash({k: spec.get(k) for k in (spec if like is None else like) if k not in NAMES})
 
 
 def _order(exp: dict) -> tuple:

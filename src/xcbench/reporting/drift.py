@@ -22,10 +22,10 @@ Not drift:
 from __future__ import annotations
 
 from xcbench.reporting.stop_rule import replay
+from xcbench.run import NAMES
 from xcbench.runspec import differences
 
 RUN_OPTIONS = ("checkpoint_minutes", "finish", "stop_after", "interrupt_after")  # train.FitOptions' fields
-NAMES = ("artifact", "method", "xcbench")  # where the run lives and which package version wrote it
 PATIENCE = "train.plateau.stop_patience"
 
 
