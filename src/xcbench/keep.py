@@ -24,19 +24,19 @@ from xcbench.run import make_run
 FILES = ("metrics.json", "history.csv", "config.resolved.yaml")
 
 
-def _parts(run_dir: Path) -> tuple[str, str, str, str, str, int, Path]:
-    """(scale, paper, artifact, dataset, method, seed, results root) of a run folder's path."""
+def _parts(run_dir: Path) -> tuple[str, str, str, str, str, int]:
+    """(scale, paper, artifact, dataset, method, seed) of a run folder's path."""
     p = run_dir.resolve()
     if len(p.parents) < 7 or not p.name.startswith("seed") or not p.name[4:].isdigit():
         raise ConfigError(f"{run_dir}: not a run folder (<results>/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<k>)")
     method, dataset, artifact, paper, scale = (p.parents[i].name for i in range(5))
-    return scale, paper, artifact, dataset, method, int(p.name[4:]), p.parents[5]
+    return scale, paper, artifact, dataset, method, int(p.name[4:])
 
 
 def why_not(run_dir: Path, experiments: Path = ROOT / "config" / "experiments") -> str | None:
     """Why this run folder may not be kept; None where it may."""
     try:
-        scale, paper, artifact, dataset, method, seed, _ = _parts(run_dir)
+        scale, paper, artifact, dataset, method, seed = _parts(run_dir)
     except ConfigError as e:
         return str(e).split(": ", 1)[1]
     if not (run_dir / "metrics.json").exists():
@@ -60,8 +60,8 @@ def keep(run_dirs: list[str | Path], root: str | Path) -> list[Path]:
         raise ConfigError("not kept (nothing copied):\n  " + "\n  ".join(refused))
     out = []
     for d in run_dirs:
-        scale, paper, artifact, dataset, method, seed, _ = _parts(d)
-        dst = Path(root) / "results" / scale / paper / artifact / dataset / method / f"seed{seed}"
+        scale, paper, artifact, dataset, method, seed = _parts(d)
+        dst = Path(root, "results", scale, paper, artifact, dataset, method, f"seed{seed}")
         for name in FILES:
             if (d / name).exists():
                 write_text(dst / name, (d / name).read_text())
