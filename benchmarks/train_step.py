@@ -86,6 +86,38 @@ def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed
     return run.head, train_cfg, model, opt
 
 
+def weights_after_steps(experiment: str, scale: str, dataset: str, processed: str, method: str, steps: int,
+                        run_step=lambda step: step()) -> str:
+    """`steps` training steps of one run from its seed-0 start on the CPU, as `xcbench train` takes them
+    (deterministic kernels, the global generator seeded for dropout), each run as `run_step(step)` so that a
+    caller can measure it; the first 16 hex digits of the sha256 of the weights after them (equal digests: the
+    same weights bit for bit). The studies that compare process settings (allocator, huge pages) call it in a
+    fresh process per setting, after configuring that process."""
+    import hashlib
+
+    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.device import deterministic_kernels
+    from xcbench.seed import seed_global, torch_generator
+    from xcbench.tasks.base import make_task
+    from xcbench.train import train_step
+
+    exp = resolve_experiment(load_experiment(experiment), scale)
+    dev = torch.device("cpu")
+    deterministic_kernels(dev)
+    seed_global(0)
+    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, dev, 0, dataset=dataset)
+    _, cfg, model, opt = build(exp, task, dataset, method, dev)
+    model.head.on_epoch_start(0, torch_generator(0, "index"))
+    gen = torch_generator(0, "loss")
+    batches = itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")), steps)
+    for i, (x, y, idx) in enumerate(batches):
+        run_step(functools.partial(train_step, model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip")))
+    h = hashlib.sha256()
+    for t in model.state_dict().values():
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def syncs_of_a_step(step, device: torch.device) -> dict[str, int]:
     """Host synchronisations one call of `step()` makes on CUDA, by the source line that made them
     (torch.cuda.set_sync_debug_mode's warnings); {} on the CPU."""

@@ -41,32 +41,13 @@ def step_ms(a, method: str, huge: bool) -> float:
 
 
 BITS = """
-import hashlib, itertools, sys
+import sys
 sys.path.insert(0, "benchmarks")
-import torch
-from train_step import build
-from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+from train_step import weights_after_steps
 from xcbench.runtime import configure_process
-from xcbench.device import deterministic_kernels
-from xcbench.seed import seed_global, torch_generator
-from xcbench.tasks.base import make_task
-from xcbench.train import train_step
-experiment, scale, dataset, processed, method, steps = sys.argv[1:7]
 configure_process(1)
-exp = resolve_experiment(load_experiment(experiment), scale)
-dev = torch.device("cpu")
-deterministic_kernels(dev)
-seed_global(0)  # dropout draws from the global generator, seeded as xcbench train seeds it
-task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, dev, 0, dataset=dataset)
-_, cfg, model, opt = build(exp, task, dataset, method, dev)
-model.head.on_epoch_start(0, torch_generator(0, "index"))
-gen = torch_generator(0, "loss")
-for i, (x, y, idx) in enumerate(itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")), int(steps))):
-    train_step(model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip"))
-h = hashlib.sha256()
-for t in model.state_dict().values():
-    h.update(t.detach().contiguous().numpy().tobytes())
-print(h.hexdigest())
+experiment, scale, dataset, processed, method, steps = sys.argv[1:7]
+print(weights_after_steps(experiment, scale, dataset, processed, method, int(steps)))
 """
 
 

@@ -29,41 +29,29 @@ SETTINGS = {  # mallopt calls after xcbench.runtime's own: (param, value)
 }
 
 CHILD = """
-import ctypes, ctypes.util, hashlib, itertools, json, resource, sys, time
+import ctypes, ctypes.util, json, resource, sys, time
 sys.path.insert(0, "benchmarks")
-import torch
-from train_step import build
-from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
-from xcbench.device import deterministic_kernels
+from train_step import weights_after_steps
 from xcbench.runtime import configure_process
-from xcbench.seed import seed_global, torch_generator
-from xcbench.tasks.base import make_task
-from xcbench.train import train_step
 experiment, scale, dataset, processed, method, steps, calls = sys.argv[1:8]
 configure_process(1)
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
 ok = [libc.mallopt(p, v) for p, v in json.loads(calls)]
-exp = resolve_experiment(load_experiment(experiment), scale)
-dev = torch.device("cpu")
-deterministic_kernels(dev)
-seed_global(0)
-task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, dev, 0, dataset=dataset)
-_, cfg, model, opt = build(exp, task, dataset, method, dev)
-model.head.on_epoch_start(0, torch_generator(0, "index"))
-gen, rows = torch_generator(0, "loss"), []
-batches = itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")), int(steps))
-for i, (x, y, idx) in enumerate(batches):
+rows = []
+
+
+def measured(step):
     f0, t0, c0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter(), time.process_time()
-    train_step(model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip"))
+    step()
     rss = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1e6  # GB
     rows.append({"faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0,
                  "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0, "rss_gb": rss})
-h = hashlib.sha256()
-for t in model.state_dict().values():
-    h.update(t.detach().contiguous().numpy().tobytes())
+
+
+weights = weights_after_steps(experiment, scale, dataset, processed, method, int(steps), measured)
 print(json.dumps({"mallopt_ok": ok, "steps": rows, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
-                  "weights": h.hexdigest()[:16]}))
+                  "weights": weights}))
 """
 
 
