@@ -94,3 +94,20 @@ def test_the_kept_trees_hold_todays_runs(scale):
         drifted += [f"{f.stem} {r['dataset']}/{r['method']}/{r['seed']}: {r['drift']}"
                     for r in collect(results, for_rendering(f, scale, results)) if r.get("drift")]
     assert drifted == []
+
+
+def test_keep_reads_a_run_as_collect_does(tmp_path):
+    """`xcbench keep` refuses what rerender would flag, and nothing more: a run trained under a longer stop
+    patience, read where today's rule stops (stop_rule.as_today), is kept; one selected after that stop is not."""
+    from xcbench.keep import why_not
+    experiments = tmp_path / "experiments"
+    write_yaml(experiments / "p" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
+    spec = _spec()
+    for name, rec in (("today", _record(12)), ("late", _record(12, best=10))):
+        run = tmp_path / name / "quick" / "p" / "t" / "d" / "m" / "seed0"
+        write_yaml(run / "config.resolved.yaml",
+                   {**spec, "train": {**spec["train"], "plateau": {**RULE, "stop_patience": 100}}})
+        write_json(run / "metrics.json", rec)
+    assert why_not(tmp_path / "today" / "quick" / "p" / "t" / "d" / "m" / "seed0", experiments) is None
+    assert "train.plateau.stop_patience: 100 -> 3" in why_not(tmp_path / "late" / "quick" / "p" / "t" / "d" / "m" / "seed0",
+                                                              experiments)

@@ -19,6 +19,7 @@ from pathlib import Path
 from xcbench.config import ROOT, ConfigError, load_experiment, resolve_experiment
 from xcbench.io import read_json, read_yaml, write_text
 from xcbench.reporting.drift import drift
+from xcbench.reporting.stop_rule import as_today
 from xcbench.run import make_run
 
 FILES = ("metrics.json", "history.csv", "config.resolved.yaml")
@@ -48,7 +49,8 @@ def why_not(run_dir: Path, experiments: Path = ROOT / "config" / "experiments") 
     if run.location != (artifact, method):
         return (f"today's experiment files put this run under {run.location[0]}/{dataset}/{run.location[1]} "
                 "(the first table with these settings): keep it from there")
-    diffs = drift(read_yaml(run_dir / "config.resolved.yaml") or {}, run.spec, read_json(run_dir / "metrics.json"))
+    rec = as_today(read_json(run_dir / "metrics.json"), run.train)  # read as collect reads it (rerender's view)
+    diffs = drift(read_yaml(run_dir / "config.resolved.yaml") or {}, run.spec, rec)
     return f"trained with other settings than today's {f}: {'; '.join(diffs)}" if diffs else None
 
 
