@@ -53,7 +53,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
     it compares that are not kept whole, with the hours they still owe; claims whose runs are all kept whole are
     left out. A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
     from xcbench.io import read_yaml
-    from xcbench.reporting.claims import side_methods
+    from xcbench.reporting.claim_values import side_methods
     from xcbench.run import run_location
 
     files, resolved = paper_experiments()

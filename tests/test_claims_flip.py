@@ -7,7 +7,8 @@ from conftest import REPO
 
 from xcbench.config import SCALES, load_experiment, resolve_experiment
 from xcbench.io import read_yaml
-from xcbench.reporting.claims import KINDS, side_methods
+from xcbench.reporting.claim_values import side_methods
+from xcbench.reporting.claims import KINDS
 
 CLAIMS = [(f.stem, c) for f in sorted((REPO / "config" / "claims").glob("*.yaml")) for c in read_yaml(f)["claims"]
           if "left" in c]

@@ -153,7 +153,8 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
     method. Returns the problems found (empty: all good)."""
     from xcbench.config import SCALES, load_experiment, normalise_methods, resolve_experiment
     from xcbench.io import read_yaml
-    from xcbench.reporting.claims import claim_sides, side_methods
+    from xcbench.reporting.claim_values import side_methods
+    from xcbench.reporting.claims import claim_sides
 
     errs: list[str] = []
     exps: dict[tuple[str, str], dict[str, dict]] = {}

@@ -8,174 +8,43 @@ a side's runs are only partly there, a method or some of the artifact's seeds: e
 no data (every run is there and none reports the metric: a misspelt metric) / not at this scale (the claim's dataset,
 or one of its methods, is not run by the artifact at this scale); a
 dataset whose runs exist but do not report the claim's metric (a text column beside face metrics) gets no row. A side
-may be {methods: [...], reduce: min|max} ("below every static sampler"); a claim's `why_not:
+may be {methods: [...], reduce: min|max} ("below every static sampler"; reporting/claim_values.py: a side's number,
+seeds, runs of unequal length); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
 "not held (at the <scale> scale: text)". Rows of claims quoting the paper's abstract (`abstract:`) and their
 twins are marked `headline` (`headline_ids`: the README's rows).
 A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", "clearly") holds only when the
-margin is larger than the seeds move it: the per-seed differences left_s - (factor * right_s + offset), paired
-over the seeds both sides ran, must all have the claimed sign and their mean must exceed twice its standard error;
-with one seed there is no spread to compare with ("not testable: one seed", unless the means already fail).
+margin is larger than the seeds move it ("not testable: one seed", unless the means already fail).
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
 (MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all". A claim may `require` setup checks
 (`check: true`): on a dataset where one of them is not held, the claim is "not testable" there.
 Runs of unequal length (one cut short by a time limit) are compared on `final.` metrics after the last epoch
-all of them reached; a claim against every method of a side ("below every other temperature") is also
-refuted by one pair that went further than that epoch (`later_counterexample`).
+all of them reached.
 """
 
 from __future__ import annotations
 
-import math
-import operator
-import statistics
 from pathlib import Path
 
 from xcbench.config import validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
-from xcbench.reporting.collect import AT_EPOCH, aggregate, collect, for_rendering, record_value
+from xcbench.reporting.claim_values import (
+    OPS,
+    REDUCE,
+    at_epoch,
+    beyond_seeds,
+    comparison,
+    cut_epoch,
+    describe,
+    later_counterexample,
+    one_epoch,
+    side_methods,
+    side_value,
+)
+from xcbench.reporting.collect import collect, for_rendering
 from xcbench.reporting.labels import method_label, pretty
-
-OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
-
-
-REDUCE = {"min": min, "max": max}
-
-
-def side_methods(side: dict, exp: dict) -> list[str]:
-    """The methods a side names: `method`, `methods`, or every method `tagged` with all the given tags
-    (a method's encoder name counts as one of its tags: `tagged: [static, SASRec]`)."""
-    if "tagged" in side:
-        want = {side["tagged"]} if isinstance(side["tagged"], str) else set(side["tagged"])
-        return [m for m, spec in exp["methods"].items() if want <= {*spec.get("tags", []), method_encoder(exp, m)}]
-    return list(side.get("methods", [side.get("method")]))
-
-
-def method_encoder(exp: dict, method: str) -> str | None:
-    enc = (exp["methods"][method].get("model") or {}).get("encoder", exp.get("model", {}).get("encoder"))
-    return enc if isinstance(enc, str) else (enc or {}).get("name")
-
-
-def _side(side: dict, recs: list[dict], dataset: str, missing: list | None = None, exp: dict | None = None
-          ) -> float | None:
-    """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
-    several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
-    the absent ones, and the artifact's seeds a present method lacks, are appended to `missing` (the row is
-    then `partial`); None if none is there."""
-    vals, d = [], side.get("dataset", dataset)
-    for m in side_methods(side, exp or {"methods": {}}):
-        a = aggregate(recs, d, m, side["metric"])
-        if a is None:
-            if missing is not None:
-                missing.append(m)
-            continue
-        absent = [str(s) for s in (exp or {}).get("seeds", []) if s not in a["seeds"]]
-        if absent and missing is not None:  # a mean over fewer seeds than the artifact's
-            missing.append(f"{m} seed {', '.join(absent)}")
-        vals.append(a["mean"])
-    return REDUCE[side.get("reduce", "min")](vals) if vals else None
-
-
-def _per_seed(side: dict, recs: list[dict], dataset: str, exp: dict) -> dict:
-    """{seed: the side's value} over the seeds every one of its methods ran (reduced as `_side`)."""
-    d, by_seed = side.get("dataset", dataset), {}
-    methods = side_methods(side, exp)
-    for m in methods:
-        for r in recs:
-            v = record_value(r, side["metric"]) if r["dataset"] == d and r["method"] == m else None
-            if v is not None:
-                by_seed.setdefault(r.get("seed"), {})[m] = v
-    return {s: REDUCE[side.get("reduce", "min")](v.values()) for s, v in by_seed.items() if len(v) == len(methods)}
-
-
-def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bool | None, str]:
-    """(held, how) of `beyond_seed_noise`: the claimed side of every paired per-seed difference, and its mean
-    beyond two standard errors; None with one paired seed (no spread to compare the margin with)."""
-    factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-    lv, rv = _per_seed(c["left"], recs, dataset, exp), _per_seed(c["right"], recs, dataset, exp)
-    sign = 1.0 if c["op"] in (">", ">=") else -1.0
-    diffs = [sign * (lv[s] - (factor * rv[s] + offset)) for s in sorted(set(lv) & set(rv), key=str)]
-    if len(diffs) < 2:
-        return None, f"{len(diffs)} paired seed"
-    mean, se = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
-    how = f"paired margin {mean:+.4g} over {len(diffs)} seeds, 2 SE {2 * se:.2g}, smallest {min(diffs):+.4g}"
-    return min(diffs) > 0 and mean > 2 * se, how
-
-
-def _describe(side: dict, exp: dict) -> str:
-    labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
-    who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
-    at = AT_EPOCH.fullmatch(side["metric"])
-    metric = f"{at[1].removeprefix('curves.')} at epoch {at[2]}" if at else side["metric"]
-    return f"{who} {metric}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
-
-
-def _one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
-    """A claim that compares a run's `first.` (after epoch 1) with a later epoch, on runs of one epoch."""
-    for side in (c["left"], c["right"]):
-        if side["metric"].startswith("first."):
-            trained = [aggregate(recs, side.get("dataset", d), m, "epochs") for m in side_methods(side, exp)]
-            if any(t is not None and t["mean"] < 2 for t in trained):
-                return True
-    return False
-
-
-def compared_runs(c: dict, recs: list[dict], d: str, exp: dict) -> list[dict]:
-    """The records of every run a claim compares on dataset d, both sides."""
-    return [r for side in (c["left"], c["right"]) for r in recs
-            if r["dataset"] == side.get("dataset", d) and r["method"] in side_methods(side, exp)]
-
-
-def comparison(lv: float, op: str, rv: float, factor: float, offset: float) -> str:
-    """`lv OP [factor ×] rv [± offset]` as a claims row shows it."""
-    return (f"{lv:.4g} {op} {(str(factor) + ' × ') if factor != 1 else ''}{rv:.4g}"
-            + (f" {'+' if offset > 0 else '-'} {abs(offset):g}" if offset else ""))
-
-
-def cut_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> int | None:
-    """The last epoch that every run a claim compares on dataset d reached, where one of them was cut short by a
-    time limit before another's end (a kept cut run beside a finished one); None where they all ran alike."""
-    runs = compared_runs(c, recs, d, exp)
-    reached = {int(r.get("epochs", 0)) for r in runs}
-    return min(reached) if len(reached) > 1 and any(r.get("cut_short_after_epoch") for r in runs) else None
-
-
-def at_epoch(side: dict, e: int) -> dict:
-    """A side's `final.<m>` read after epoch e instead (curves.<m>@e); other metrics unchanged."""
-    m = side["metric"]
-    return {**side, "metric": f"curves.{m[len('final.'):]}@epoch{e}"} if m.startswith("final.") else side
-
-
-EVERY = {("<", "min"), ("<=", "min"), (">", "max"), (">=", "max")}  # left OP each method of the right side
-
-
-def later_counterexample(c: dict, recs: list[dict], d: str, exp: dict, e: int) -> tuple | None:
-    """A claim `left OP every method of the right side` (op < with reduce min, > with max) on `final.` metrics,
-    whose runs are compared after epoch e, the last all of them reached (one was cut short): it holds only if it
-    holds against each method alone, and a pair of runs that both went further than e can refute it with more
-    epochs (the finished T = 0.5 beside a T = 0.4 trained as long, with other temperatures cut at 4). Returns the
-    refuting pair compared at the last epoch both reached (their ends where neither was cut), the latest such:
-    (epoch, method, left value, right value, cut) with `cut` whether a run of the pair was cut; None if none."""
-    right, factor, offset = c["right"], float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-    if (c["op"], right.get("reduce", "min")) not in EVERY or "method" in right or "method" not in c["left"] or \
-            not all(s["metric"].startswith("final.") for s in (c["left"], right)):
-        return None
-    found = None
-    for m in side_methods(right, exp):
-        pair = {**c, "right": {**{k: v for k, v in right.items() if k not in ("methods", "tagged", "reduce")}, "method": m}}
-        reached = min((int(r.get("epochs", 0)) for r in compared_runs(pair, recs, d, exp)), default=0)
-        if reached <= e:
-            continue
-        e2 = cut_epoch(pair, recs, d, exp)
-        if e2 is not None:
-            pair = {**pair, "left": at_epoch(pair["left"], e2), "right": at_epoch(pair["right"], e2)}
-        lv, rv = _side(pair["left"], recs, d, None, exp), _side(pair["right"], recs, d, None, exp)
-        if lv is not None and rv is not None and not OPS[c["op"]](lv, factor * rv + offset) and \
-                (found is None or reached > found[0]):
-            found = (reached, m, lv, rv, e2 is not None)
-    return found
 
 
 def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
@@ -190,7 +59,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
         # a side whose metric is not a per-epoch one (test numbers at the best epoch) still compares unequal runs
         unequal = e is not None and not all(s["metric"].startswith("final.") for s in (claim["left"], claim["right"]))
         missing: list[str] = []
-        lv, rv = _side(c["left"], recs, d, missing, exp), _side(c["right"], recs, d, missing, exp)
+        lv, rv = side_value(c["left"], recs, d, missing, exp), side_value(c["right"], recs, d, missing, exp)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
         used = [m for side in (c["left"], c["right"]) for m in side_methods(side, exp)]
         if any(d not in (exp["methods"].get(m) or {}).get("datasets", [d]) for m in used):
@@ -204,7 +73,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             verdict, ours = "not run", "–"
         elif e == 0:
             verdict, ours = "not testable: a compared run was cut short inside its first epoch", "–"
-        elif _one_epoch(c, recs, d, exp):
+        elif one_epoch(c, recs, d, exp):
             verdict, ours = "not testable: one epoch trained, so its first and final epochs are the same", "–"
         else:
             verdict = "held" if OPS[c["op"]](lv, factor * rv + offset) else "not held"
@@ -227,7 +96,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
                 verdict = "not held" + (f", partial: no run of {', '.join(missing)}" if missing else "")
                 ours = (f"after epoch {at}, the last {who} both reached: " if cut else f"{who} at their ends (epoch {at}): ") + \
                     comparison(lv2, c["op"], rv2, factor, offset) + f" ({ours})"
-        rows.append(_row(c, d, ours, verdict, scale, f"{_describe(c['left'], exp)} {c['op']} {_describe(c['right'], exp)}"))
+        rows.append(_row(c, d, ours, verdict, scale, f"{describe(c['left'], exp)} {c['op']} {describe(c['right'], exp)}"))
     return rows
 
 
@@ -238,14 +107,14 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
     that is a loss is no benefit). One row; fewer than two datasets: not at this scale."""
     gain, where = c["across"]["gain"], c["across"]["where"]
     ref = load(where["artifact"])
-    check = (f"argmax gain {_describe(gain['left'], exp)} / {_describe(gain['right'], exp)} - 1 "
+    check = (f"argmax gain {describe(gain['left'], exp)} / {describe(gain['right'], exp)} - 1 "
              f"= arg{where['pick']} {where['metric']}")
     if len(exp["datasets"]) < 2:
         return [_row(c, "all", "–", "not at this scale", scale, check)]
     g, w = {}, {}
     for d in exp["datasets"]:
-        lv, rv = _side(gain["left"], recs, d, exp=exp), _side(gain["right"], recs, d, exp=exp)
-        wv = _side({"method": where["method"], "metric": where["metric"]}, ref[1], d)
+        lv, rv = side_value(gain["left"], recs, d, exp=exp), side_value(gain["right"], recs, d, exp=exp)
+        wv = side_value({"method": where["method"], "metric": where["metric"]}, ref[1], d)
         if lv is None or rv is None or wv is None:
             return [_row(c, "all", "–", "not run", scale, check)]
         g[d], w[d] = lv / rv - 1, wv
