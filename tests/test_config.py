@@ -3,8 +3,9 @@
 import pytest
 from conftest import TINY_EXP
 
-from xcbench.config import ROOT, ConfigError, load_datasets, load_experiment, resolve_experiment, validate
+from xcbench.config import ROOT, ConfigError, load_datasets, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
+from xcbench.schema import validate
 
 
 def test_every_shipped_experiment_resolves_at_every_scale():
@@ -191,8 +192,8 @@ def test_every_schema_key_is_documented_in_config_md():
 
     from conftest import REPO
 
-    from xcbench.config import SCHEMAS
     from xcbench.io import read_yaml
+    from xcbench.schema import SCHEMAS
 
     def names(node) -> set[str]:
         out = set()

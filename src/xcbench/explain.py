@@ -14,9 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from xcbench.config import load_experiment, resolve_experiment, yaml_node
+from xcbench.config import load_experiment, resolve_experiment
 from xcbench.run import make_run
 from xcbench.runspec import PRECEDENCE, places
+from xcbench.schema import yaml_node
 
 
 def spec_places(section: str, dataset: str, method: str) -> list[tuple]:

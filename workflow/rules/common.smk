@@ -7,7 +7,8 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import SCHEMAS, load_datasets, load_experiment, resolve_experiment
+from xcbench.config import load_datasets, load_experiment, resolve_experiment
+from xcbench.schema import SCHEMAS
 from xcbench.checks import check_experiment
 from xcbench.data.fetch import manual_steps
 from xcbench.io import write_yaml

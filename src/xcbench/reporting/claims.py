@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xcbench.config import validate
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
 from xcbench.reporting.claim_values import (
@@ -45,6 +44,7 @@ from xcbench.reporting.claim_values import (
 )
 from xcbench.reporting.collect import collect, for_rendering
 from xcbench.reporting.labels import method_label, pretty
+from xcbench.schema import validate
 
 
 def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
