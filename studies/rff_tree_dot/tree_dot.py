@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from xcbench.io import write_json, write_text
-from xcbench.samplers.kernel_tree import DENSE_PER_DRAW, GATHER_BYTES, RFF
+from xcbench.samplers.kernel_tree import DENSE_PER_DRAW, GATHER_BYTES
+from xcbench.samplers.random_features import RFF
 
 OUT = Path(__file__).resolve().parent / "out"
 # (name, classes n, width d, queries B, draws m, random features D): the kept runs' settings

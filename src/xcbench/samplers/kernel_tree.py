@@ -8,12 +8,8 @@ so one draw costs O(D log n), and updating one class's phi costs O(D log n) (its
 `log_prob` is the exact sum of the branch log-probabilities along the path: it equals the brute-
 force kernel distribution whenever all node masses are positive (always for `quadratic`), and it
 is the exact probability of *this* procedure when RFF masses are clamped (a choice of this package).
-Both maps act on L2-normalised h and c (the RF-softmax setting).
-
-  quadratic (Blanc & Rendle): K = alpha (h.c)^2 + 1, phi(z) = [sqrt(alpha) vec(z z^T), 1], D = d^2 + 1
-  rff (Rawat et al. 2019):    phi(u) = D^-1/2 [cos(w_k . u), sin(w_k . u)]_k, w_k ~ N(0, nu I), so that
-                              E[phi(x).phi(y)] = exp(-nu ||x - y||^2 / 2); the same fixed w_k serve
-                              queries and classes and are redrawn only by `reseed`.
+The maps act on L2-normalised h and c (the RF-softmax setting); a subclass gives `phi`:
+samplers/quadratic.py (Blanc & Rendle), samplers/random_features.py (RFF, Rawat et al. 2019; Random Maclaurin).
 """
 
 from __future__ import annotations
@@ -23,9 +19,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
-from xcbench.seed import multinomial, rand
+from xcbench.seed import rand
 
 EPS = 1e-12
 # Levels with at most DENSE_PER_DRAW * (draws per query) nodes are scored by one matmul for all their
@@ -187,122 +182,3 @@ class KernelTree(Sampler):
             log_q += torch.where(right, lp_r, lp_l)
             parent = torch.where(right, m_r, m_l)
         return log_q.float()
-
-
-@SAMPLERS.register("quadratic")
-class Quadratic(KernelTree):
-    """K = alpha (h.c)^2 + 1, through the tree or by scoring every class (`draw`):
-
-      tree:   m (d^2 + 1) log2 n multiply-adds per query (phi has d^2 + 1 features), n (d^2 + 1) floats;
-      scores: d n per query, the one (B, d) x (d, n) product a full softmax makes, then m draws from
-              the row's n kernel values (torch.multinomial, inverse CDF); n d floats.
-      auto:   the cheaper of the two by that count, given the head's draws per query m (`draws`):
-              scores when d n < m (d^2 + 1) log2 n. At m = 100 and d = 200 (RF-softmax on PTB) the
-              crossover is n ~ 3.6e5: at n = 10^4 the tree costs 56M per query, 28x the scores' 2M.
-    Both give the same distribution, so the same `log_prob` (tests/test_samplers.py); their draws differ.
-    The default stays `tree`: runs kept under that name keep their draws."""
-
-    DRAWS = ("tree", "scores", "auto")
-
-    def __init__(self, n_classes: int, alpha: float = 100.0, dense_nodes: int | None = None,
-                 draw: str = "tree") -> None:
-        super().__init__(n_classes, dense_nodes)
-        if draw not in self.DRAWS:
-            raise ValueError(f"quadratic: draw must be one of {self.DRAWS}, got {draw!r}")
-        self.alpha, self.draw = alpha, draw
-        self.by_scores = draw == "scores"
-
-    def phi(self, z):
-        outer = (z.unsqueeze(-1) * z.unsqueeze(-2)).flatten(-2) * math.sqrt(self.alpha)    # (..., d^2)
-        return torch.cat([outer, torch.ones(*z.shape[:-1], 1, dtype=z.dtype, device=z.device)], -1)
-
-    def scores_cheaper(self, n: int, d: int) -> bool:
-        """Counted multiply-adds per query: d n (scores) against m (d^2 + 1) log2 n (tree), m = `draws`."""
-        m = self.draws if self.draws is not None else 1
-        return d * n < m * (d * d + 1) * max(1, math.ceil(math.log2(max(2, n))))
-
-    def update(self, class_emb, gen=None):
-        if self.draw == "auto":
-            self.by_scores = self.scores_cheaper(self.n_classes, class_emb.shape[1])
-        if not self.by_scores:
-            return super().update(class_emb, gen)
-        self.c = F.normalize(class_emb.detach(), dim=1)                                    # (n, d)
-        self.left, self.root = [], None
-
-    def update_rows(self, ids, new_emb):
-        if not self.by_scores:
-            return super().update_rows(ids, new_emb)
-        self.c[ids] = F.normalize(new_emb.detach(), dim=1).to(self.c.dtype)
-
-    def memory_bytes(self) -> int:
-        return self.c.numel() * self.c.element_size() if self.by_scores else super().memory_bytes()
-
-    def index_gib(self, n: int, d: int) -> float:
-        scores = self.draw == "scores" or (self.draw == "auto" and self.scores_cheaper(n, d))
-        return n * d * 4 / 2 ** 30 if scores else super().index_gib(n, d)
-
-    def _kernel(self, h):
-        """(B, n) kernel values alpha (h^.c^)^2 + 1 and their row sums (B, 1)."""
-        k = (F.normalize(h.detach(), dim=1).to(self.c.dtype) @ self.c.T).square_().mul_(self.alpha).add_(1.0)
-        return k, k.sum(1, keepdim=True)
-
-    def sample(self, h, m, gen):
-        if not self.by_scores:
-            return super().sample(h, m, gen)
-        k, tot = self._kernel(h)
-        ids = multinomial(k, m, gen)                                                       # (B, m)
-        return ids, (k.gather(1, ids).log() - tot.log()).float()
-
-    def log_prob(self, h, ids):
-        if not self.by_scores:
-            return super().log_prob(h, ids)
-        k, tot = self._kernel(h)
-        return (k.gather(1, ids).log() - tot.log()).float()
-
-
-@SAMPLERS.register("rff")
-class RFF(KernelTree):
-    def __init__(self, n_classes: int, D: int = 1024, nu: float = 4.0, seed: int = 0, dense_nodes: int | None = None) -> None:
-        super().__init__(n_classes, dense_nodes)
-        self.D, self.nu, self.seed = D, nu, seed
-        self.w: torch.Tensor | None = None
-
-    def reseed(self, seed: int) -> None:
-        """Redraw the random features (the only way they change); rebuild with `update` after."""
-        self.seed, self.w = seed, None
-
-    def phi(self, z):
-        if self.w is None or self.w.shape[1] != z.shape[-1]:
-            g = torch.Generator().manual_seed(self.seed)
-            w = torch.randn(self.D, z.shape[-1], generator=g, dtype=torch.float64) * math.sqrt(self.nu)  # (D, d)
-            self.w = w.to(device=z.device, dtype=z.dtype)
-        if self.w.dtype != z.dtype or self.w.device != z.device:
-            self.w = self.w.to(device=z.device, dtype=z.dtype)
-        p = z @ self.w.T                                                                   # (..., D)
-        return torch.cat([p.cos(), p.sin()], -1).div_(math.sqrt(self.D))                   # (..., 2D)
-
-
-@SAMPLERS.register("random_maclaurin")
-class RandomMaclaurin(KernelTree):
-    """Random Maclaurin features (Kar & Karnick 2012) of K(x, y) = exp(tau x.y) = sum_n a_n (x.y)^n,
-    a_n = tau^n / n!. Feature k draws a degree N_k with P(N = n) = 2^-(n+1) and Rademacher vectors
-    w_k1..w_kN; z_k(x) = sqrt(a_N 2^(N+1)) prod_j w_kj . x, phi = D^-1/2 z, so E[phi(x).phi(y)] = K(x, y).
-    Unbiased but heavy-tailed (the RF-softmax paper's Table 1); negative estimates are clamped in the
-    tree like RFF's. Degrees are capped at `max_degree` (P(N > 30) = 2^-31)."""
-
-    def __init__(self, n_classes: int, D: int = 1024, tau: float = 1.0, seed: int = 0, max_degree: int = 30,
-                 dense_nodes: int | None = None) -> None:
-        super().__init__(n_classes, dense_nodes)
-        self.D, self.tau, self.seed, self.max_degree = D, tau, seed, max_degree
-
-    def phi(self, z):
-        g = torch.Generator().manual_seed(self.seed)
-        u = torch.rand(self.D, generator=g, dtype=torch.float64)
-        N = torch.floor(-torch.log2(u)).clamp(max=self.max_degree).long()                 # P(N = n) = 2^-(n+1)
-        a = torch.exp(N * math.log(self.tau) - torch.lgamma(N + 1.0)) if self.tau > 0 else (N == 0).double()
-        out = torch.sqrt(a * 2.0 ** (N + 1)).to(z.dtype).to(z.device).expand(*z.shape[:-1], self.D).clone()
-        for j in range(1, int(N.max()) + 1):
-            w = (torch.randint(0, 2, (self.D, z.shape[-1]), generator=g) * 2 - 1).to(z.dtype).to(z.device)
-            act = (N >= j).nonzero().squeeze(1).to(z.device)                               # features of degree >= j
-            out[..., act] *= z @ w[act].T                                                  # (..., |act|)
-        return out / math.sqrt(self.D)
