@@ -19,6 +19,10 @@ from xcbench.samplers.kernel_tree import KernelTree
 
 @SAMPLERS.register("rff")
 class RFF(KernelTree):
+    """Random Fourier features of the Gaussian kernel exp(-nu ||x - y||^2 / 2) (RF-softmax, Rawat et al. 2019).
+
+    phi(u) = D^-1/2 [cos(w_k . u), sin(w_k . u)]_k with w_k ~ N(0, nu I), fixed until `reseed`."""
+
     def __init__(self, n_classes: int, D: int = 1024, nu: float = 4.0, seed: int = 0, dense_nodes: int | None = None) -> None:
         super().__init__(n_classes, dense_nodes)
         self.D, self.nu, self.seed = D, nu, seed
