@@ -111,3 +111,4 @@ def test_keep_reads_a_run_as_collect_does(tmp_path):
     assert why_not(tmp_path / "today" / "quick" / "p" / "t" / "d" / "m" / "seed0", experiments) is None
     assert "train.plateau.stop_patience: 100 -> 3" in why_not(tmp_path / "late" / "quick" / "p" / "t" / "d" / "m" / "seed0",
                                                               experiments)
+

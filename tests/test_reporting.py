@@ -463,3 +463,18 @@ def test_a_claim_is_not_testable_where_a_setup_check_it_requires_is_not_held():
     assert got["gru_trains", "sports"].startswith("not held")
     counts = verdict_counts([r for r in requires_checks(claims, rows) if not r.get("setup_check")])
     assert counts["not testable"] == 1 and counts["held"] == 1 and counts["not held"] == 1
+
+
+def test_captions_name_runs_of_a_shared_label_by_their_keys():
+    """Two methods labelled alike (MIDX Table 7's Full of SASRec and of GRU4Rec): a caption's lists of settings,
+    stops and machines name them by key, where one label would leave the reader to guess which row is meant."""
+    from xcbench.reporting.captions import _grouped, machines, run_status
+
+    exp = {"datasets": ["d"], "seeds": [0],
+           "methods": {"sas_full": {"label": "Full"}, "gru_full": {"label": "Full"}, "m": {"label": "M"}}}
+    assert _grouped({("d", "sas_full"): "0.001", ("d", "gru_full"): "0.01", ("d", "m"): "0.01"}, exp) == \
+        "sas_full: 0.001; gru_full, M: 0.01"
+    recs = [{"method": "gru_full", "dataset": "d", "seed": 0, "epochs": 5, "resolved": {"train": {"epochs": 12}}},
+            {"method": "m", "dataset": "d", "seed": 0, "epochs": 5, "resolved": {"train": {"epochs": 12}}}]
+    assert "Stopped early (no validation improvement): gru_full at epoch 5 of 12, M at epoch 5 of 12." in run_status(exp, recs)
+    assert machines(exp, [{**r, "device_name": n} for r, n in zip(recs, ("A", "B"))]) == "Ran on: A: gru_full; B: M."

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 
-from xcbench.reporting.labels import method_label, pretty
+from xcbench.reporting.labels import caption_name, pretty
 from xcbench.run import expected_runs
 from xcbench.runspec import encoder_config
 from xcbench.schedules import Plateau
@@ -85,12 +85,12 @@ def _grouped(values: dict[tuple[str, str], str], exp: dict) -> str:
         for k, v in values.items():
             by.setdefault(k[axis], set()).add(v)
         if all(len(s) == 1 for s in by.values()):
-            name = pretty if axis == 0 else (lambda m: method_label(exp, m))
+            name = pretty if axis == 0 else (lambda m: caption_name(exp, m))
             groups: dict[str, list[str]] = {}
             for key, s in by.items():
                 groups.setdefault(next(iter(s)), []).append(name(key))
             return "; ".join(f"{', '.join(keys)}: {v}" for v, keys in groups.items() if v)
-    return "; ".join(f"{pretty(d)} / {method_label(exp, m)}: {v}" for (d, m), v in values.items() if v)
+    return "; ".join(f"{pretty(d)} / {caption_name(exp, m)}: {v}" for (d, m), v in values.items() if v)
 
 
 def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None) -> dict:
@@ -112,7 +112,7 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
     other than today's (`drift`), if any; the seeds of a method cut at the same point are one entry, "(seeds 0, 1)"."""
     cut, stopped, drifted = {}, {}, {}
     for r in recs or []:
-        who = f"{method_label(exp, r['method'])}" + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
+        who = caption_name(exp, r["method"]) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         if r.get("drift"):  # a kept run whose settings today's file has changed (reporting/drift.py)
             drifted.setdefault(f"{who} ({', '.join(d.split(':')[0] for d in r['drift'])})", []).append(r.get("seed"))
         planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
@@ -141,12 +141,9 @@ def machines(exp: dict, recs: list[dict] | None) -> str:
     """Where the shown runs ran (each run's recorded CPU model and threads, or GPU): one machine named once,
     several with the runs of each."""
     by: dict[str, dict[str, list]] = {}
-    labels = {m: method_label(exp, m) for m in exp["methods"]}
-    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}  # LSTM and Transformer rows
     for r in recs or []:
         name = str(r.get("device_name") or r.get("device") or "unrecorded").replace("(1 threads)", "(1 thread)")
-        label = labels.get(r["method"], r["method"])
-        who = (r["method"] if label in shared else label) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
+        who = caption_name(exp, r["method"]) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         by.setdefault(name, {}).setdefault(who, []).append(r.get("seed"))
     if len(by) < 2:
         return f"Ran on {next(iter(by))}." if by else ""

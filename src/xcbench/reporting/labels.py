@@ -71,3 +71,10 @@ def pretty(key: str, table: dict[str, str] | None = None) -> str:
 def method_label(exp: dict, method: str) -> str:
     """A run's display name: its `label:` in the experiment file, else its key."""
     return (exp["methods"].get(method) or {}).get("label") or method
+
+
+def caption_name(exp: dict, method: str) -> str:
+    """A run's name in a caption's list: its label, or its key where other methods share the label (MIDX Table
+    7's `Full` of SASRec and of GRU4Rec, told apart by their table's column groups but not in a sentence)."""
+    label = method_label(exp, method)
+    return method if sum(method_label(exp, m) == label for m in exp["methods"]) > 1 else label
