@@ -115,7 +115,9 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
-                   "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None}
+                   "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None,
+                   "kept_step_ms": ((done or {}).get("final") or {}).get("step_ms"),  # the kept run's own last-epoch step
+                   "kept_kind": "gpu" if (done or {}).get("device", "cpu").startswith("cuda") else "cpu"}
             # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
             owed = epochs - (row["checkpoint_epoch"] or 0) if trained < epochs else 0
             mine = step_signature(exp, d, m)
@@ -187,9 +189,34 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
                      f"{hours(c.get('step_ms'))} | {hours(c.get('floor_ms'))} | {hours(c.get('run_h'))} | {hours(g.get('step_ms'))} | "
                      f"{hours(g.get('run_h'))} |")
+    lines += accuracy_section(rows)
     lines += claims_section(rows)
     lines += unmeasured_section(rows)
     return "\n".join(lines) + "\n"
+
+
+def accuracy_section(rows: list[dict]) -> list[str]:
+    """How far the plan's step rates are from the kept runs' own: per kept run with a record of its kind (CPU or
+    GPU), its last epoch's mean step (metrics.json `final.step_ms`, trained beside other runs) over the record's.
+    Both are wall clocks on a shared machine, so this is the plan's error bar, not a verdict on either."""
+    import math
+    import statistics
+
+    pairs = [(r, r["kept_step_ms"] / r[r["kept_kind"]]["step_ms"]) for r in rows
+             if r.get("kept_step_ms") and r["kept_kind"] in r and r[r["kept_kind"]]["step_ms"]]
+    if not pairs:
+        return []
+    q = sorted(x for _, x in pairs)
+    quart = statistics.quantiles(q, n=4) if len(q) > 1 else [q[0]] * 3
+    far = sorted(pairs, key=lambda p: -abs(math.log(p[1])))[:5]
+    return ["", "## The step rates against the kept runs", "",
+            f"Over the {len(q)} kept runs with a step record of their kind, the run's own step (its last epoch's mean, "
+            "trained beside other runs) over the record's: median "
+            f"{quart[1]:.2f}x, middle half {quart[0]:.2f}-{quart[2]:.2f}x, range {q[0]:.2f}-{q[-1]:.2f}x. Both are wall "
+            "clocks on shared machines, so a projection above is a run's cost to within that spread (half of the kept runs "
+            "fall inside the middle half). Farthest: " +
+            "; ".join(f"{r['paper']}/{r['artifact']} {r['method']} {x:.2f}x ({hours(r['kept_step_ms'])} against "
+                      f"{hours(r[r['kept_kind']]['step_ms'])} ms)" for r, x in far) + "."]
 
 
 PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if p.is_dir()), key=len, reverse=True)

@@ -120,6 +120,22 @@ def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_pa
     assert "1 have one, else its whole run" in md and "from scratch, over the runs measured: 2.00 CPU-hours (1 runs)" in md
 
 
+def test_paper_cost_compares_kept_runs_own_steps_with_their_records():
+    """The plan's error bar: each kept run's own step over its record's of the same kind (a GPU run against the GPU
+    record), summarised as median, middle half and range; runs without a step or a record of their kind are left out."""
+    paper_cost = _load("paper_cost")
+
+    def row(method, kept, kind, cpu=None, gpu=None):
+        return {"paper": "p", "artifact": "a", "method": method, "kept_step_ms": kept, "kept_kind": kind,
+                **({"cpu": {"step_ms": cpu}} if cpu else {}), **({"gpu": {"step_ms": gpu}} if gpu else {})}
+    rows = [row("x", 200.0, "cpu", cpu=100.0), row("y", 50.0, "cpu", cpu=100.0), row("z", 30.0, "gpu", cpu=1.0, gpu=10.0),
+            row("w", 100.0, "cpu", cpu=100.0), row("v", None, "cpu", cpu=100.0), row("u", 5.0, "gpu", cpu=5.0)]
+    text = " ".join(paper_cost.accuracy_section(rows))
+    assert "Over the 4 kept runs" in text and "range 0.50-3.00x" in text and "median 1.50x" in text
+    assert "Farthest: p/a z 3.00x (30 against 10 ms); p/a x 2.00x" in text
+    assert paper_cost.accuracy_section([row("v", None, "cpu", cpu=1.0)]) == []
+
+
 def test_paper_cost_gives_a_learning_rate_grid_point_its_methods_step_rate(tmp_path):
     """`full.lr0.003` of xcbench/seqrec_lr has no train_step record of its own: it takes the record of the method it is a
     grid point of (its own record first where one exists); a method measured nowhere stays unmeasured. (The grid point
