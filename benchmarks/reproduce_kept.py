@@ -59,7 +59,7 @@ def kept_runs(results: Path) -> list[dict]:
         enc = encoder_config(cfg.get("model") or {})
         out.append({"path": str(f.parent.relative_to(results)), "paper": paper, "artifact": artifact, "dataset": dataset,
                     "method": method, "seed": int(seed[4:]), "wall_s": rec["wall_time_s"], "numbers": numbers(rec),
-                    "cpu_capability": rec.get("versions", {}).get("cpu_capability"),
+                    "cpu_capability": rec.get("versions", {}).get("cpu_capability"), "inputs": rec.get("inputs"),
                     "features": cfg.get("features"), "family": (cfg.get("head"), enc.get("name"),
                                                                 float(enc.get("dropout") or 0) > 0)})
     return out
@@ -101,8 +101,18 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
     now_rec = json.loads((scratch / r["path"] / "metrics.json").read_text())
     now, kept = numbers(now_rec), r["numbers"]
     diff = {k: (kept.get(k), now.get(k)) for k in sorted(set(now) | set(kept)) if now.get(k) != kept.get(k)}
-    return {**r, "status": "identical" if not diff else "differs", "differences": diff,
+    return {**r, "status": "identical" if not diff else "differs" + inputs_note(r.get("inputs"), now_rec.get("inputs")),
+            "differences": diff,
             "ran_capability": now_rec.get("versions", {}).get("cpu_capability")}
+
+
+def inputs_note(kept: dict | None, now: dict | None) -> str:
+    """Why a retrained run may differ though the code did not change: its input files (metrics.json `inputs`,
+    records.input_digests) are not those the kept run read, or the kept run did not record them."""
+    if not kept:
+        return " (the kept run recorded no digests of its input files: they may differ)"
+    other = [k for k in sorted(set(kept) | set(now or {})) if kept.get(k) != (now or {}).get(k)]
+    return f" (other input files: {', '.join(other)}; rebuild them as the kept run's were, then compare)" if other else ""
 
 
 def main() -> None:

@@ -246,3 +246,15 @@ def test_loss_layer_measures_a_registry_heads_step_and_the_rows_its_gradient_rea
     assert r["method"] == head and r["loss"] == r["loss"] and r["step_s"] > 0 and r["build_s"] >= 0
     rows = r["floor_mb_touched"] * 2 ** 20 / (3 * d * 4)
     assert B <= round(rows) < n
+
+
+def test_reproduce_kept_names_input_files_that_differ():
+    """A retrained run that differs from its kept one says whether its input files (metrics.json `inputs`) are other
+    files than the kept run read, or that the kept run recorded none: a features file rebuilt on another BLAS thread
+    count changes every number without a change of code."""
+    rk = _load("reproduce_kept")
+    same = {"processed": "aa", "features": "bb"}
+    assert rk.inputs_note(same, dict(same)) == ""
+    assert rk.inputs_note(same, {"processed": "aa", "features": "cc"}) == \
+        " (other input files: features; rebuild them as the kept run's were, then compare)"
+    assert "recorded no digests" in rk.inputs_note(None, same)

@@ -371,6 +371,28 @@ def test_a_train_job_builds_its_run_once(tiny_xmc, tmp_path, monkeypatch):
     assert seen["options"] == train.FitOptions(checkpoint_minutes=7.0)
     resolved = (tmp_path / "out" / "config.resolved.yaml").read_text()
     assert "checkpoint_minutes" not in resolved  # how the job ran is not a setting of the run
+    import hashlib
+    import json
+    digest = {k: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for k, p in (("processed", processed), ("features", feats))}
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["inputs"] == digest  # the files it trained on
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_features_run_numpys_blas_on_the_threads_they_are_given(preset, monkeypatch, tiny_xmc, tmp_path):
+    """`xcbench features --threads k` sets OPENBLAS_NUM_THREADS=k before numpy loads, over the environment's: the
+    SVD's sums, so the features' last bits, differ between one BLAS thread and several (synthetic-xmc-10k: two
+    digests on a 2-core machine), and the DAG's rule asks for 1 whatever the machine's cores."""
+    from xcbench import cli
+
+    if preset is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", preset)
+    processed, _, _ = tiny_xmc
+    rc = cli.main(["features", "--dataset", "synthetic-xmc-tiny", "--processed", str(processed), "--extractor", "tfidf_svd",
+                   "--dim", "8", "--threads", "1", "--out", str(tmp_path / "f.pt")])
+    assert rc == 0 and (tmp_path / "f.pt").exists()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
 
 
 def test_graphed_step_warms_up_captures_once_copies_each_batch_in_and_runs_other_shapes_eagerly(monkeypatch):

@@ -55,6 +55,8 @@ def cmd_prepare(args) -> None:
 
 def cmd_features(args) -> None:
     """Extract fixed features (e.g. tf-idf + truncated SVD) from a prepared dataset and cache them."""
+    if args.threads is not None:  # numpy's BLAS reads its pool size when numpy loads (below); the SVD's sums, so the
+        os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # features' last bits, differ between 1 and 2+ threads
     from xcbench.runtime import configure_process
 
     configure_process(args.threads)
@@ -77,6 +79,7 @@ def cmd_train(args) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from xcbench.checkpoint import StopAfter
     from xcbench.device import pick_device
+    from xcbench.records import input_digests
     from xcbench.reuse import copy_run, find_identical
     from xcbench.run import job_run
     from xcbench.runtime import configure_process, mark_rss
@@ -95,6 +98,7 @@ def cmd_train(args) -> None:
     device = pick_device(args.device)
     task = task_of(run, _entry(args), args.processed, args.features, device, source=args.experiment)
     task.read_ahead = args.read_ahead
+    task.inputs = input_digests(processed=args.processed, features=args.features)
     options = FitOptions(checkpoint_minutes=args.checkpoint_minutes, finish=args.finish, stop_after=args.stop_after)
     try:
         m = execute(run, task, args.out, device, options)
@@ -240,7 +244,8 @@ def parser() -> argparse.ArgumentParser:
     verb("features", cmd_features, D, O, PROC, opt("--extractor", "feature extractor (FEATURES registry, e.g. tfidf_svd)",
                                                    required=True),
          opt("--dim", "feature dimension (default %(default)s)", type=int, default=512), SEED,
-         opt("--threads", "torch intra-op threads (default: torch's own)", type=int, default=None))
+         opt("--threads", "torch intra-op and numpy BLAS threads (default: the libraries' own, all cores; the features' "
+             "last bits depend on the BLAS threads, so the DAG passes its rule's 1)", type=int, default=None))
     verb("train", cmd_train, D, O, EXP, SCALE, opt("--method", "method key of the experiment's `methods:`", required=True),
          SEED, PROC, opt("--features", "cached features, data/features/<dataset>/<extractor><dim>.pt, where the "
                          "experiment uses fixed features", default=None),

@@ -79,10 +79,21 @@ def history_csv(history: list[dict]) -> str:
     return buf.getvalue()
 
 
-def run_record(run, device: torch.device) -> dict:
-    """What every result folder's metrics.json says about where and how a run (run.Run) ran."""
+def input_digests(**paths: str | None) -> dict[str, str]:
+    """{name: the first 16 hex digits of the file's sha256} of a run's input files (its prepared dataset, its
+    cached features), None paths left out. A run's numbers depend on these files' bits, which its settings do not
+    pin down: numpy's BLAS sums the features' SVD in another order on another thread count or CPU, changing
+    their last bits and so every draw after them (benchmarks/reproduce_kept.py says so instead of "differs")."""
+    from xcbench.data.fetch import sha256_of
+
+    return {k: sha256_of(v)[:16] for k, v in paths.items() if v}
+
+
+def run_record(run, device: torch.device, inputs: dict | None = None) -> dict:
+    """What every result folder's metrics.json says about where and how a run (run.Run) ran, and from which
+    input files (`inputs`: input_digests)."""
     return {"device": str(device), "device_name": device_name(device), "seed": run.seed, "dataset": run.dataset,
-            "method": run.method, "scale": run.exp["scale"], "git_commit": git_commit(),
+            "method": run.method, "scale": run.exp["scale"], "git_commit": git_commit(), **({"inputs": inputs} if inputs else {}),
             "versions": {"xcbench": __version__, "torch": torch.__version__, "numpy": np.__version__,
                          "python": platform.python_version(), "cpu_capability": cpu_capability(),
                          "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}}

@@ -293,7 +293,7 @@ def train_and_write(run: Run, task, out_dir: Path, device: torch.device, options
                           f"task {run.task!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
     model = model_of(run, task)
     res = fit(model, task, run.train, out_dir, run.seed, device, options, spec=run.spec)
-    metrics = run_metrics(res, task.n_classes, run_record(run, device))
+    metrics = run_metrics(res, task.n_classes, run_record(run, device, task.inputs))
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
     (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record
@@ -310,7 +310,7 @@ def measure_and_write(run: Run, task, out_dir: Path, device: torch.device) -> di
     values = task.measure(run.head, run.seed)
     wall = time.perf_counter() - t0
     LOG.info("%s measured in %.1f s: %s", run.label, wall, format_values(values))
-    metrics = {"metrics": values, "wall_time_s": wall, **run_record(run, device)}
+    metrics = {"metrics": values, "wall_time_s": wall, **run_record(run, device, task.inputs)}
     write_text(out_dir / "history.csv", history_csv([{"metric": k, "value": v} for k, v in values.items()]))
     write_json(out_dir / "metrics.json", metrics)
     return metrics

@@ -53,6 +53,7 @@ class Task:
     probe_size = 256                         # examples in `probe_batch`
     pads_targets = False                     # True: single-label targets hold -1 where no query is (Model drops them)
     read_ahead: int | None = None            # threads generating lazy batches ahead (None: data.prefetch's default)
+    inputs: dict[str, str] = {}              # digests of the input files (records.input_digests), for metrics.json
 
     @classmethod
     def parse_params(cls, params: dict | None, source: str = "experiment") -> dict:
