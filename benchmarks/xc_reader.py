@@ -1,5 +1,5 @@
-"""Speed of the XC BOW reader: the vectorised path (readers._parse_fast: byte masks give each row's
-label and feature counts, readers._decimals parses every number of the file at the byte level, no
+"""Speed of the XC BOW reader: the vectorised path (xc_text.parse_fast: byte masks give each row's
+label and feature counts, xc_text.decimals parses every number of the file at the byte level, no
 per-row Python) against the line-by-line path (readers._parse_lines, per-token Python, kept to name
 file:line on bad input), side by side on every XC BOW file in the mirror, with equal output checked;
 and napkinxc's C++ reader where it is installed, with whether it rejects three malformed files (a
@@ -39,13 +39,13 @@ def main() -> None:
     p.add_argument("--mirror", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
-    from xcbench.data import readers
+    from xcbench.data import readers, xc_text
 
     rows = []
     for f in bow_files(Path(a.mirror)):
         text = f.read_text(encoding="utf-8")
         t = {}
-        for name, fn in (("fast", lambda: readers._parse_fast(text)), ("lines", lambda: readers._parse_lines(f, text))):
+        for name, fn in (("fast", lambda: xc_text.parse_fast(text)), ("lines", lambda: readers._parse_lines(f, text))):
             times = []
             for _ in range(a.repeats):
                 t0 = time.perf_counter()

@@ -115,7 +115,7 @@ def test_fast_bow_reader_equals_the_line_reader_on_mirrored_sets():
 
     import numpy as np
 
-    from xcbench.data import readers
+    from xcbench.data import readers, xc_text
     shared = Path(__file__).resolve().parents[2] / "shared" / "data"
     files = [f for d in ("bibtex", "delicious") for f in sorted((shared / d).glob("*.txt"))
              if all(t.isdigit() for t in f.open(encoding="utf-8").readline().split()[:3])
@@ -124,7 +124,7 @@ def test_fast_bow_reader_equals_the_line_reader_on_mirrored_sets():
         pytest.skip("no XC BOW files in ../shared/data")
     for f in files:
         text = f.read_text(encoding="utf-8")
-        a, b = readers._parse_fast(text)[:2], readers._parse_lines(f, text)[:2]
+        a, b = xc_text.parse_fast(text)[:2], readers._parse_lines(f, text)[:2]
         for u, v in zip(a, b):
             assert u.shape == v.shape and np.array_equal(u.indptr, v.indptr) and np.array_equal(u.indices, v.indices)
             assert np.array_equal(u.data, v.data)

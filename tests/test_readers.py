@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from xcbench.data import logs, readers
+from xcbench.data import logs, readers, xc_text
 from xcbench.data.readers import FormatError
 
 
@@ -55,7 +55,7 @@ def test_fast_bow_path_equals_the_line_reader(tmp_path, style):
         rows.append(f"{labs} {feats}".rstrip() if labs else f" {feats}")
     text = f"{n} {d} {L}\n" + "\n".join(rows) + "\n"
     f = _write(tmp_path / "r.txt", text)
-    fast, lines = readers._parse_fast(text), readers._parse_lines(f, text)
+    fast, lines = xc_text.parse_fast(text), readers._parse_lines(f, text)
     assert fast[0] is not None
     for u, v in zip(fast[:2], lines[:2]):
         assert u.shape == v.shape
@@ -64,14 +64,14 @@ def test_fast_bow_path_equals_the_line_reader(tmp_path, style):
     if style == "decimal":  # parsed at the byte level, to the value float() gives
         body = np.frombuffer(text.encode()[text.index("\n") + 1:], np.uint8)
         toks = text[text.index("\n") + 1:].replace(",", " ").replace(":", " ").split()
-        assert np.array_equal(readers._decimals(body), np.array([float(t) for t in toks]))
+        assert np.array_equal(xc_text.decimals(body), np.array([float(t) for t in toks]))
 
 
 @pytest.mark.parametrize("body", ["2 5 4\n0 1:1\n0,x 1:1\n", "2 5 4\n0 1:1\n1 2-1\n", "2 5 4\n0 1:1\n0,,1 1:1\n",
                                   "2 5 4\n0 1:1\n1 2:1:3\n", "2 5 4\n0 1:1\n1 2:\n", "2 5 4\n0 1:1\n1 2:1.2.3\n",
                                   "2 5 4\n0 1:1\n1 2:1", "3 5 4\n0 1:1\n1 2:1\n"])
 def test_fast_bow_path_hands_malformed_files_to_the_line_reader(body):
-    assert readers._parse_fast(body)[0] is None
+    assert xc_text.parse_fast(body)[0] is None
 
 
 def test_lm_text_vocab_and_eos(tmp_path):
