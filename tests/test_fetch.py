@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from xcbench.data.fetch import FetchError, extract, fetch_dataset
+from xcbench.data.archives import FetchError, extract
+from xcbench.data.fetch import fetch_dataset
 
 UNREACHABLE = "http://127.0.0.1:9/nothing-listens-here/data.txt"  # closed port: refused at once
 

@@ -14,9 +14,9 @@ and `prepare` reads that one (`layout_of`). A file with no URL but a `page` is a
 
 Every candidate is copied or downloaded to a temporary file beside the target, its sha256 is
 checked, and only then is it renamed into `data/raw/<dataset>/`. A download that is an HTML page
-is refused whatever its hash. Archives (`extract: true`) are unpacked into a temporary folder; a
-member whose path would land outside the target folder is refused, and a truncated archive is
-reported and removed. Where the entry gives no sha256 (the large XC archives, ml-10m.zip, the SNAP
+is refused whatever its hash. Archives (`extract: true`) are unpacked into a temporary folder
+(data/archives.py); a member whose path would land outside the target folder is refused, and a truncated
+archive is reported and removed. Where the entry gives no sha256 (the large XC archives, ml-10m.zip, the SNAP
 logs, LIBSVM's files: their sources publish none), the first fetch's hash is recorded in
 `data/raw/sha256-recorded.tsv` with a loud warning (trust on first use), and every later fetch is
 checked against it; the hash can then be pasted into datasets.yaml.
@@ -32,24 +32,19 @@ import json
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import urllib.request
-import zipfile
 from pathlib import Path
 from typing import Iterable
 
 from tqdm import tqdm
 
+from xcbench.data.archives import FetchError, copy_member, extract
 from xcbench.io import atomic_path, write_json, write_text
 
 MIRROR_ENV = "XCBENCH_MIRROR"
 URL_MAP_ENV = "XCBENCH_URL_MAP"
 URL_TIMEOUT_S = 30
-
-
-class FetchError(RuntimeError):
-    """A dataset file that could not be obtained or verified."""
 
 
 def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -91,24 +86,6 @@ def _download(url: str, dest: Path) -> None:
     with open(dest, "rb") as f:
         if _looks_like_html(f.read(512)):
             raise FetchError(f"{url} served an HTML page, not the file (a moved download or a sign-in page)")
-
-
-def _member(archive: Path, member: str, dest: Path) -> None:
-    """Copy one member of a zip or tar archive to dest ('./' prefixes ignored)."""
-    want = member.removeprefix("./")
-    try:
-        with (zipfile.ZipFile(archive) if zipfile.is_zipfile(archive) else tarfile.open(archive)) as a:
-            if isinstance(a, zipfile.ZipFile):
-                names, read = {n.removeprefix("./"): n for n in a.namelist()}, a.open
-            else:
-                names, read = {m.name.removeprefix("./"): m for m in a.getmembers() if m.isfile()}, a.extractfile
-            if want not in names:
-                raise FetchError(f"archive has no member {member!r} (it has {len(names)}: "
-                                 f"{', '.join(sorted(names)[:8])}...)")
-            with read(names[want]) as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError) as e:
-        raise FetchError(f"archive is truncated or corrupt ({type(e).__name__}: {e})") from e
 
 
 def _candidates(spec: dict, entry: dict, roots: list[Path], network: bool) -> list[tuple[str, str, str | None]]:
@@ -165,7 +142,7 @@ def fetch_file(spec: dict, entry: dict, target_dir: Path, roots: list[Path], net
                     if loc not in archives:
                         archives[loc] = Path(tempfile.mkdtemp(prefix=".archive-", dir=target_dir)) / Path(loc).name
                         _download(loc, archives[loc])
-                    _member(archives[loc], member, tmp)
+                    copy_member(archives[loc], member, tmp)
                 else:
                     _download(loc, tmp)
                 got = sha256_of(tmp)
@@ -197,52 +174,6 @@ def _fix(entry: dict) -> str:
     return ("  fix: put the files of one layout in a mirror folder, <mirror> being $" + MIRROR_ENV +
             " or a folder of data.mirrors (config/config.yaml; pass --config 'data={mirrors: [...]}'):\n    " +
             "\n    ".join(lines))
-
-
-def _safe_members(names: list[str], dest: Path) -> None:
-    root = dest.resolve()
-    for n in names:
-        p = (dest / n).resolve()
-        if p != root and root not in p.parents:
-            raise FetchError(f"archive member {n!r} would be written outside {dest}; refusing to extract")
-
-
-def extract(archive: Path, dest: Path) -> list[str]:
-    """Unpack a zip or tar archive into dest, refusing members that escape it."""
-    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=dest))
-    try:
-        try:
-            if zipfile.is_zipfile(archive):
-                with zipfile.ZipFile(archive) as z:
-                    names = z.namelist()
-                    _safe_members(names, tmp)
-                    bad = z.testzip()
-                    if bad is not None:
-                        raise FetchError(f"archive {archive} is corrupt (member {bad} fails its CRC)")
-                    z.extractall(tmp)
-            else:
-                with tarfile.open(archive) as t:
-                    members = t.getmembers()
-                    _safe_members([m.name for m in members], tmp)
-                    if any(m.issym() or m.islnk() or m.isdev() for m in members):
-                        raise FetchError(f"archive {archive} contains links or devices; refusing to extract")
-                    t.extractall(tmp, filter="data")
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as e:
-            raise FetchError(f"archive {archive} is truncated or corrupt ({type(e).__name__}: {e}); "
-                             "it was removed, fetch again or replace the mirror copy") from e
-        out = []
-        for p in sorted(tmp.rglob("*")):
-            if p.is_file():
-                rel = p.relative_to(tmp)
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(p, dest / rel)
-                out.append(str(rel))
-        return out
-    except FetchError:
-        archive.unlink(missing_ok=True)
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def layouts(entry: dict) -> list[dict]:
