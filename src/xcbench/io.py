@@ -2,12 +2,14 @@
 
 An interrupted run therefore never leaves a half-written result, checkpoint or table behind.
 The file gets the mode a plain `open` would give it (0o666 less the umask): `mkstemp` alone creates
-it 0o600, unreadable by collaborators sharing a results tree.
+it 0o600, unreadable by collaborators sharing a results tree. `sha256_of` reads a file's digest in 1-MiB blocks
+(a fetched file's check, a run's input files).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -50,6 +52,15 @@ def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """The file's sha256 as hex, read in blocks of `chunk` bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

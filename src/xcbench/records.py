@@ -24,6 +24,7 @@ import torch
 from xcbench import __version__
 from xcbench.config import ROOT
 from xcbench.device import device_name
+from xcbench.io import sha256_of
 
 LOG = logging.getLogger("xcbench.train")
 WALL_CLOCK = ("epoch_time_s", "step_ms", "select_ms")  # per-epoch timings: in history.csv and `final`, not in `curves`
@@ -84,8 +85,6 @@ def input_digests(**paths: str | None) -> dict[str, str]:
     cached features), None paths left out. A run's numbers depend on these files' bits, which its settings do not
     pin down: numpy's BLAS sums the features' SVD in another order on another thread count or CPU, changing
     their last bits and so every draw after them (benchmarks/reproduce_kept.py says so instead of "differs")."""
-    from xcbench.data.fetch import sha256_of
-
     return {k: sha256_of(v)[:16] for k, v in paths.items() if v}
 
 

@@ -27,7 +27,6 @@ download: a mirror of the publishers' layouts, or the test that rehearses a fres
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -40,19 +39,11 @@ from typing import Iterable
 from tqdm import tqdm
 
 from xcbench.data.archives import FetchError, copy_member, extract
-from xcbench.io import atomic_path, write_json, write_text
+from xcbench.io import atomic_path, sha256_of, write_json, write_text
 
 MIRROR_ENV = "XCBENCH_MIRROR"
 URL_MAP_ENV = "XCBENCH_URL_MAP"
 URL_TIMEOUT_S = 30
-
-
-def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def mirror_roots(mirrors: Iterable[str | os.PathLike]) -> list[Path]:
