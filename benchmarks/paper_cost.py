@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 from pathlib import Path
 
 from common import write_outputs
@@ -199,9 +201,6 @@ def accuracy_section(rows: list[dict]) -> list[str]:
     """How far the plan's step rates are from the kept runs' own: per kept run with a record of its kind (CPU or
     GPU), its last epoch's mean step (metrics.json `final.step_ms`, trained beside other runs) over the record's.
     Both are wall clocks on a shared machine, so this is the plan's error bar, not a verdict on either."""
-    import math
-    import statistics
-
     pairs = [(r, r["kept_step_ms"] / r[r["kept_kind"]]["step_ms"]) for r in rows
              if r.get("kept_step_ms") and r["kept_kind"] in r and r[r["kept_kind"]]["step_ms"]]
     if not pairs:
