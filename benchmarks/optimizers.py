@@ -55,8 +55,8 @@ def train_steps(a, rounds: int) -> list[dict]:
     """ms of whole training steps (loss, backward, Adam) per form for each method, on the same batches."""
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.seed import torch_generator
+    from xcbench.step import train_step
     from xcbench.tasks.base import make_task
-    from xcbench.train import train_step
 
     exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = torch.device("cpu")

@@ -31,8 +31,8 @@ def main() -> None:
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import pick_device
     from xcbench.seed import torch_generator
+    from xcbench.step import train_step
     from xcbench.tasks.base import make_task
-    from xcbench.train import train_step
 
     exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = pick_device(a.device)

@@ -31,7 +31,7 @@ def one(cfg: dict) -> dict:
     import torch
 
     from xcbench.model import build_model
-    from xcbench.train import memory_report
+    from xcbench.step import memory_report
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -75,7 +75,8 @@ def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed
     up and the model in training mode; the head's index is not built yet (callers time it apart).
     `draws`: the run's `train.draws` replaced (None: the experiment's)."""
     from xcbench.run import make_run
-    from xcbench.train import make_optimizer, model_of, setup_head
+    from xcbench.step import make_optimizer, setup_head
+    from xcbench.train import model_of
 
     run = make_run(exp, dataset, method, seed)
     train_cfg = {**run.train, "draws": draws} if draws else run.train
@@ -98,8 +99,8 @@ def weights_after_steps(experiment: str, scale: str, dataset: str, processed: st
     from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
     from xcbench.device import deterministic_kernels
     from xcbench.seed import seed_global, torch_generator
+    from xcbench.step import train_step
     from xcbench.tasks.base import make_task
-    from xcbench.train import train_step
 
     exp = resolve_experiment(load_experiment(experiment), scale)
     dev = torch.device("cpu")
@@ -139,7 +140,7 @@ def syncs_of_a_step(step, device: torch.device) -> dict[str, int]:
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
         evaluate: bool = True, draws: str | None = None) -> dict:
     from xcbench.seed import draws_device, torch_generator
-    from xcbench.train import evaluate_splits, train_step
+    from xcbench.step import evaluate_splits, train_step
 
     spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed, draws)
     draws = train_cfg.get("draws", "cpu")

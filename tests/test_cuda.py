@@ -206,8 +206,8 @@ def test_a_sampled_step_with_device_draws_never_waits_for_the_gpu(sampler):
     torch.cuda.set_sync_debug_mode('error'): any host synchronisation raises. With a CPU generator the
     draws' copies synchronise (checked too, so the test can fail)."""
     from xcbench.optim.weights import clip_grad_norm
+    from xcbench.runtime import optimizer_step
     from xcbench.seed import torch_generator
-    from xcbench.train import optimizer_step
 
     n, d, B = 500, 16, 32
     head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler=sampler, m=20,

@@ -265,7 +265,7 @@ def test_a_tied_tables_input_rows_reach_the_samplers_index_after_a_step(sparse_g
     head's own rows only (positives, draws) would keep their old embeddings until the next epoch."""
     import copy
 
-    from xcbench.train import train_step
+    from xcbench.step import train_step
 
     n, g = 200, torch.Generator().manual_seed(0)
     cfg = {"encoder": {"name": "lstm_lm", "emb": 8, "hidden": 8, "layers": 1}, "tie_embeddings": True}

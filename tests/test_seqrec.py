@@ -97,7 +97,7 @@ def test_encoders_are_causal(cls):
 def test_full_softmax_learns_a_deterministic_sequence(tmp_path, encoder):
     """Item i is always followed by i + 1 (mod n): NDCG@10 reaches 1."""
     from xcbench.model import build_model
-    from xcbench.train import make_optimizer, train_step
+    from xcbench.step import make_optimizer, train_step
 
     n = 30
     rng = np.random.default_rng(2)

@@ -17,8 +17,8 @@ from conftest import train_run
 from xcbench.checkpoint import StopAfter
 from xcbench.config import normalise_methods
 from xcbench.io import read_json
+from xcbench.step import TrainingDiverged
 from xcbench.tasks.base import make_task
-from xcbench.train import TrainingDiverged
 
 DEV = torch.device("cpu")
 

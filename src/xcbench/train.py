@@ -1,6 +1,6 @@
 """What a DAG train job does with one run (run.Run): `execute` writes its settings, then trains it
 (`fit`, the method-agnostic loop over any Model) or, for a task that trains nothing, measures it, and
-writes its result folder (what it holds: records.py).
+writes its result folder (what it holds: records.py). One update and its helpers: step.py.
 
 Per epoch: set the scheduled learning rate, call `head.on_epoch_start(step, gen)` (index rebuilds
 with an explicit generator), run the batches (order from an explicit generator), evaluate on the
@@ -21,38 +21,39 @@ and the fix. Wall time and peak memory are recorded (docs/design.md, Results).
 from __future__ import annotations
 
 import math
-import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from xcbench.checkpoint import load_checkpoint, set_generator_state, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
-from xcbench.features.base import Dropout
 from xcbench.graphs import GraphedStep
 from xcbench.graphs import check as graphs_wanted
 from xcbench.io import remove_stale_temps, torch_save, write_json, write_text, write_yaml
 from xcbench.model import Model, build_model
-from xcbench.optim.weights import clip_grad_norm
 from xcbench.records import LOG, format_values, history_csv, log_epoch, progress, resolved_config, run_metrics, run_record
-from xcbench.registry import OPTIMIZERS, SCHEDULES
 from xcbench.run import Run
-from xcbench.runtime import optimizer_step, rss_above_mark
 from xcbench.seed import draws_device, seed_global, torch_generator
 from xcbench.selection import BestEpoch
+from xcbench.step import (
+    CHECK_EVERY,
+    TrainingDiverged,
+    check_finite,
+    evaluate_splits,
+    make_optimizer,
+    make_schedule,
+    memory_report,
+    setup_head,
+    train_step,
+)
 
 CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
-
-
-class TrainingDiverged(FloatingPointError):
-    """The training loss became NaN or infinite."""
 
 
 @dataclass(frozen=True)
@@ -62,81 +63,6 @@ class FitOptions:
     finish: bool = False              # end a run from its checkpoint: no more epochs, test the best so far
     stop_after: int | None = None     # pause after this many epochs, the checkpoint kept
     interrupt_after: float | None = None  # tests: raise KeyboardInterrupt after this many epochs (fractions: mid-epoch)
-
-
-def memory_report(model: nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> dict:
-    nbytes = lambda ts: int(sum(t.numel() * t.element_size() for t in ts))  # noqa: E731
-    params = list(model.parameters()) + list(model.buffers())
-    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
-    rep = {"param_bytes": nbytes(params),
-           "grad_bytes": nbytes(p for p in model.parameters() if p.requires_grad),
-           "optimizer_state_bytes": nbytes(state),
-           "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    above = rss_above_mark()
-    if above is not None:  # the job's own peak, above the process it started in (runtime.mark_rss)
-        rep["peak_rss_above_start_bytes"] = above
-    rep["analytic_bytes"] = rep["param_bytes"] + rep["grad_bytes"] + rep["optimizer_state_bytes"]
-    if device.type == "cuda":
-        rep["cuda_max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
-    return rep
-
-
-def evaluate_splits(model: Model, task) -> dict[str, float]:
-    """The per-epoch evaluation: every split in `task.eval_splits`, keys prefixed by the split."""
-    return {f"{split}_{k}": v for split in task.eval_splits for k, v in task.evaluate(model, split).items()}
-
-
-def setup_head(model: Model, task, device: torch.device, train_cfg: dict | None = None) -> None:
-    """Hand the task's training statistics (label counts, ...) to the head, on `device`, with the
-    run's length (`epochs`, `steps_per_epoch`, `batch_size`) for heads with per-epoch schedules; tell
-    the model whether the task pads targets and where its dropout masks are drawn (`train.draws`)."""
-    stats = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in task.stats.items()}
-    model.padded_targets = task.pads_targets
-    on_device = draws_device((train_cfg or {}).get("draws", "cpu"), device).type != "cpu"
-    for m in model.modules():
-        if isinstance(m, Dropout):
-            m.on_device = on_device
-    if train_cfg:
-        bs = int(train_cfg["batch_size"])
-        stats.update(epochs=int(train_cfg["epochs"]), steps_per_epoch=task.n_train_batches(bs), batch_size=bs)
-    model.head.setup(stats)
-
-
-def make_optimizer(model: nn.Module, train_cfg: dict) -> torch.optim.Optimizer:
-    return OPTIMIZERS.get(train_cfg.get("optimizer", "adam"))(model.parameters(), lr=train_cfg["lr"],
-                                                              **train_cfg.get("optimizer_params", {}))
-
-
-CHECK_EVERY = 100  # steps between reads of a GPU run's loss sum (each read is a host synchronisation)
-
-
-def check_finite(total: torch.Tensor, out_dir: Path, epoch: int, step: int, every: int, lr: float) -> None:
-    """Raise TrainingDiverged when the epoch's running loss sum is not finite (a loss became NaN/inf at or
-    before batch step + 1; on a GPU within the `every` batches since the last read)."""
-    if not torch.isfinite(total):
-        at = f"step {step + 1}" if every == 1 else f"one of the {every} steps up to {step + 1}"
-        raise TrainingDiverged(f"{out_dir}: training loss became non-finite ({total.item()}) at epoch {epoch + 1}, "
-                               f"{at}; lower train.lr (now {lr:g}) or check the input features for NaN/inf")
-
-
-def train_step(model: Model, opt: torch.optim.Optimizer, x, y, idx, loss_gen: torch.Generator, step: int,
-               grad_clip: float | None = None) -> torch.Tensor:
-    """One update (loss, backward, optional global-norm clipping, optimizer step, the head's
-    after-step hook); the loss is returned unread, for the caller to check (`fit` does it without a host
-    synchronisation per step on a GPU: the model a non-finite loss spoils is never saved)."""
-    loss = model.loss(x, y, idx, loss_gen)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    if grad_clip:
-        clip_grad_norm(model.parameters(), float(grad_clip))
-    optimizer_step(opt)
-    model.head.after_step(step, opt)
-    return loss
-
-
-def make_schedule(train_cfg: dict):
-    name = train_cfg.get("schedule", "constant")
-    return SCHEDULES.get(name)(train_cfg["lr"], **train_cfg.get(name, {}))
 
 
 def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:

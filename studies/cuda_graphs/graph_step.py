@@ -41,7 +41,7 @@ def chained_ms(step, batches) -> tuple[float, float]:
 def one(exp, task, dataset, method, steps, device) -> dict:
     from xcbench.graphs import GraphedStep
     from xcbench.seed import torch_generator
-    from xcbench.train import train_step
+    from xcbench.step import train_step
 
     _, cfg, model, opt = build(exp, task, dataset, method, device, 0, "device")
     model.head.on_epoch_start(0, torch_generator(0, "index"))

@@ -48,7 +48,7 @@ def run(exp: dict, task, init: str, epochs: int, method: str, lr: float | None =
     from train_step import build
 
     from xcbench.seed import torch_generator
-    from xcbench.train import evaluate_splits, train_step
+    from xcbench.step import evaluate_splits, train_step
 
     torch.manual_seed(0)
     _, cfg, model, opt = build(exp, task, "seqrec-sports", method, torch.device("cpu"))

@@ -45,7 +45,8 @@ def short_fit(model, task, train_cfg: dict) -> tuple[list[dict], str]:
     """(history, note): `fit` in a throwaway folder; a diverged run gives no history and says so."""
     import torch
 
-    from xcbench.train import TrainingDiverged, fit
+    from xcbench.step import TrainingDiverged
+    from xcbench.train import fit
 
     with tempfile.TemporaryDirectory() as d:
         try:
