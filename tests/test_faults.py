@@ -241,3 +241,22 @@ def test_train_accepts_a_seed_that_a_view_adds_and_no_other():
     assert r.returncode == 1 and "no run of method 'hf_5' on dataset 'synthetic-faces-87k' with seed 1" in r.stderr
     r = train("hf_a")  # accepted: it gets as far as reading the (missing) data
     assert r.returncode == 1 and "no run of method" not in r.stderr and "no/such/dataset.npz" in r.stderr
+
+
+def test_equal_objects_saved_twice_give_equal_files(tmp_path):
+    """io.torch_save writes through a temp file of a random name; the archive inside must not carry that name, or
+    two builds of the same features have other bytes and a run's `inputs` digest (records.input_digests) would
+    name its features as changed when they are not."""
+    import hashlib
+
+    import torch
+
+    from xcbench.io import torch_save
+
+    obj = {"train": torch.arange(12.0).reshape(3, 4), "meta": {"dim": 4}}
+    torch_save(tmp_path / "a.pt", obj)
+    (tmp_path / "b").mkdir()
+    torch_save(tmp_path / "b" / "a.pt", obj)   # the same file name: only the temp file's random suffix differs
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    assert digest(tmp_path / "a.pt") == digest(tmp_path / "b" / "a.pt")
+    assert torch.equal(torch.load(tmp_path / "a.pt")["train"], obj["train"])

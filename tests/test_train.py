@@ -474,3 +474,45 @@ def test_peak_above_the_mark_counts_only_what_the_job_touched_after_it():
     if out == "unavailable":
         pytest.skip("no /proc/self/clear_refs here")
     assert (64 << 20) - (2 << 20) <= int(out) <= (64 << 20) + (32 << 20)
+
+
+CORENAME = """
+import ctypes, glob, os, sys
+import numpy
+lib = glob.glob(os.path.join(os.path.dirname(numpy.__file__), "..", "numpy.libs", "*openblas*"))
+so = ctypes.CDLL(lib[0]) if lib else None
+name = next((n for n in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename")
+             if so is not None and hasattr(so, n)), None)
+if name is None:
+    print("no-openblas")
+else:
+    f = getattr(so, name); f.restype = ctypes.c_char_p
+    print(os.environ.get("OPENBLAS_CORETYPE"), f().decode())
+"""
+
+
+@pytest.mark.parametrize("verb", ["features", "train"])
+def test_jobs_pin_numpys_blas_kernels_on_x86_before_numpy_loads(verb, tiny_xmc, tmp_path):
+    """A fresh `xcbench features` or `train` process runs numpy's OpenBLAS on its Haswell (AVX2) kernels on any
+    x86-64 CPU, unless the environment names others: OpenBLAS picks SkylakeX's on an AVX512 Intel CPU, whose
+    sums give other features than the reference tree's. Read back from OpenBLAS after the job ran."""
+    import platform
+    import subprocess
+    import sys
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the kernels are pinned on x86-64 only")
+    processed, _, _ = tiny_xmc
+    argv = (["features", "--dataset", "synthetic-xmc-tiny", "--processed", str(processed), "--extractor", "tfidf_svd",
+             "--dim", "8", "--threads", "1", "--out", str(tmp_path / "f.pt")] if verb == "features" else
+            ["train", "--experiment", "config/experiments/class_selection/fig2.yaml", "--scale", "tiny", "--dataset",
+             "synthetic-faces-tiny", "--method", "no_such_method", "--processed", "none.npz", "--out", str(tmp_path)])
+    probe = f"from xcbench import cli\ncli.main({argv!r})\n" + CORENAME
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS") and k != "XCBENCH_FORKSERVER"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    if out.strip().endswith("no-openblas"):
+        pytest.skip("numpy here is not linked to OpenBLAS")
+    assert out.split()[-2:] == ["Haswell", "Haswell"]
+    env["OPENBLAS_CORETYPE"] = "Sandybridge"   # the environment's choice wins
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split()[-2:] == ["Sandybridge", "Sandybridge"]

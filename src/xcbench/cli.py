@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from xcbench.blas import pin_numpy_blas
 from xcbench.config import ConfigError, dataset_entry, load_datasets, load_experiment, resolve_experiment
 
 
@@ -47,6 +48,7 @@ def cmd_fetch(args) -> None:
 
 def cmd_prepare(args) -> None:
     """Read a dataset's raw files into one prepared .npz (splits, labels, vocabulary)."""
+    pin_numpy_blas()  # synthetic sets are drawn with numpy products
     from xcbench.data.datasets import prepare
 
     meta = prepare(_entry(args), args.raw, args.out)
@@ -55,8 +57,7 @@ def cmd_prepare(args) -> None:
 
 def cmd_features(args) -> None:
     """Extract fixed features (e.g. tf-idf + truncated SVD) from a prepared dataset and cache them."""
-    if args.threads is not None:  # numpy's BLAS reads its pool size when numpy loads (below); the SVD's sums, so the
-        os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # features' last bits, differ between 1 and 2+ threads
+    pin_numpy_blas(args.threads)  # before numpy loads (below): the SVD's last bits move with BLAS threads and kernels
     from xcbench.runtime import configure_process
 
     configure_process(args.threads)
@@ -77,6 +78,7 @@ def cmd_train(args) -> None:
     # read-ahead threads oversubscribe (16 cores: 4 read-ahead threads 4.0 ms a batch with the default BLAS
     # threads, 1.8 ms with one; inline 3.8 and 3.6: studies/read_ahead/out/read_ahead_h100_machine.md). Same values.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    pin_numpy_blas()  # the faces' products: the same bits on every x86 CPU
     from xcbench.checkpoint import StopAfter
     from xcbench.device import pick_device
     from xcbench.records import input_digests

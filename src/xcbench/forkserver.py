@@ -209,7 +209,10 @@ def _end_with_client(conn: socket.socket) -> None:
 def warm(kind: str) -> None:
     """Import what a job of this kind imports. `train`: torch, the training code and every registered method.
     `render` (render, claims, report: no torch, as in a fresh render job): the renderers and matplotlib on Agg."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # as cmd_train sets it, before numpy loads
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # as cmd_train sets them, before numpy loads
+    from xcbench.blas import pin_numpy_blas
+
+    pin_numpy_blas()
     import xcbench.cli  # noqa: F401
 
     if kind == "train":

@@ -103,8 +103,10 @@ def read_yaml(path: str | os.PathLike) -> Any:
 def torch_save(path: str | os.PathLike, obj: Any) -> None:
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    # through a file object: the archive's records are then named `archive/...`, not after the temp file's random
+    # name, so equal objects give equal bytes (a features file's digest in a run's `inputs`, records.input_digests)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
 
 
 def _jsonable(x: Any) -> Any:
