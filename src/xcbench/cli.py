@@ -147,45 +147,9 @@ def cmd_keep(args) -> None:
 
 def cmd_rerender(args) -> None:
     """Render again, from its cached results alone, every artifact of a results tree that has runs."""
-    from xcbench.config import ROOT
-    from xcbench.registry import RENDERERS
-    from xcbench.reporting.claims import write_claims
-    from xcbench.reporting.collect import collect, for_rendering, with_runs_only
-    from xcbench.reporting.report import write_report
+    from xcbench.reporting.rerender import rerender
 
-    root = Path(args.root)
-    results, figures, catalogue = root / "results", root / "figures", load_datasets(args.datasets)
-    claims, artifacts = [], []
-    for paper_dir in sorted((ROOT / "config" / "experiments").iterdir()):
-        done = []
-        for f in sorted(paper_dir.glob("*.yaml")):
-            exp = for_rendering(f, args.scale, results)
-            recs = collect(results, exp)
-            if not recs:
-                continue
-            for r in (r for r in recs if r.get("drift")):
-                print(f"warning: {paper_dir.name}/{f.stem} {r['dataset']}/{r['method']} seed {r['seed']} was trained "
-                      f"with other settings than today's {f}: {'; '.join(r['drift'])} (rerun it to update)", file=sys.stderr)
-            exp = with_runs_only(exp, recs)
-            out = figures / paper_dir.name / f.stem
-            for p in RENDERERS.get(exp["render"]["renderer"])(exp, str(results), str(out), catalogue):
-                print("wrote", p)
-            done.append(out.with_suffix(".md" if exp["render"]["kind"] == "table" else ".png"))
-        claims_file = ROOT / "config" / "claims" / f"{paper_dir.name}.yaml"
-        if done and claims_file.exists():
-            write_claims(claims_file, paper_dir, results, args.scale, figures / paper_dir.name / "claims.md",
-                         only={p.stem for p in done})
-            claims.append(figures / paper_dir.name / "claims.json")
-        artifacts += done
-    if not artifacts:
-        raise ConfigError(f"{results}: no results of scale {args.scale!r} for any experiment")
-    write_report(claims, artifacts, figures / "REPORT.md")
-    print("wrote", figures / "REPORT.md")
-    if args.readme:
-        from xcbench.reporting.report import write_headlines
-
-        write_headlines(claims, args.readme, args.scale)
-        print(f"wrote the {args.scale}-scale claims into", args.readme)
+    rerender(Path(args.root), args.scale, load_datasets(args.datasets), args.readme)
 
 
 def cmd_explain(args) -> None:
