@@ -478,3 +478,15 @@ def test_captions_name_runs_of_a_shared_label_by_their_keys():
             {"method": "m", "dataset": "d", "seed": 0, "epochs": 5, "resolved": {"train": {"epochs": 12}}}]
     assert "Stopped early (no validation improvement): gru_full at epoch 5 of 12, M at epoch 5 of 12." in run_status(exp, recs)
     assert machines(exp, [{**r, "device_name": n} for r, n in zip(recs, ("A", "B"))]) == "Ran on: A: gru_full; B: M."
+
+
+def test_a_claims_check_column_names_sides_of_a_shared_label_by_their_keys():
+    """MIDX Table 7's claims compare SASRec's or GRU4Rec's rows, labelled alike (`MIDX-rq`, `Uniform`): the
+    check column names each side by key, so a reader can tell which encoder's runs a claim was computed on."""
+    from xcbench.reporting.claim_values import describe
+
+    exp = {"datasets": ["d"], "seeds": [0],
+           "methods": {m: {"label": lab} for m, lab in (("sas_rq", "MIDX-rq"), ("gru_rq", "MIDX-rq"),
+                                                          ("sas_uni", "Uniform"), ("gru_uni", "Uniform"), ("one", "One"))}}
+    assert describe({"method": "sas_rq", "metric": "ndcg@50"}, exp) == "sas_rq ndcg@50"
+    assert describe({"methods": ["gru_uni", "one"], "reduce": "max", "metric": "ndcg@50"}, exp) == "max(gru_uni, One) ndcg@50"

@@ -19,7 +19,7 @@ import operator
 import statistics
 
 from xcbench.reporting.collect import AT_EPOCH, aggregate, record_value
-from xcbench.reporting.labels import method_label, pretty
+from xcbench.reporting.labels import caption_name, pretty
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -88,7 +88,7 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
 
 
 def describe(side: dict, exp: dict) -> str:
-    labels = [method_label(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
+    labels = [caption_name(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     at = AT_EPOCH.fullmatch(side["metric"])
     metric = f"{at[1].removeprefix('curves.')} at epoch {at[2]}" if at else side["metric"]

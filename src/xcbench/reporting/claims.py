@@ -43,7 +43,7 @@ from xcbench.reporting.claim_values import (
     side_value,
 )
 from xcbench.reporting.collect import collect, for_rendering
-from xcbench.reporting.labels import method_label, pretty
+from xcbench.reporting.labels import caption_name, pretty
 from xcbench.schema import validate
 
 
@@ -92,7 +92,7 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
             late = later_counterexample(claim, recs, d, exp, e) if e and not unequal else None
             if late is not None:  # refuted by two runs that went further than the rest
                 at, m, lv2, rv2, cut = late
-                who = f"{method_label(exp, side_methods(claim['left'], exp)[0])} and {method_label(exp, m)}"
+                who = f"{caption_name(exp, side_methods(claim['left'], exp)[0])} and {caption_name(exp, m)}"
                 verdict = "not held" + (f", partial: no run of {', '.join(missing)}" if missing else "")
                 ours = (f"after epoch {at}, the last {who} both reached: " if cut else f"{who} at their ends (epoch {at}): ") + \
                     comparison(lv2, c["op"], rv2, factor, offset) + f" ({ours})"
