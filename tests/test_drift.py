@@ -112,3 +112,17 @@ def test_keep_reads_a_run_as_collect_does(tmp_path):
     assert "train.plateau.stop_patience: 100 -> 3" in why_not(tmp_path / "late" / "quick" / "p" / "t" / "d" / "m" / "seed0",
                                                               experiments)
 
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_every_kept_run_lies_where_todays_files_put_it(scale):
+    """A run of equal settings lives under the first table that has them (run.Run.location): when a table moves to
+    the lr its grid found best, the grid's run at that lr becomes the table's, and a copy left under the grid's
+    folder is read by nothing, yet counted by whoever walks the tree (50 such copies were removed, nine of them
+    older than their table's retrained run). `xcbench keep` refuses to add one; this keeps the trees clean."""
+    from xcbench.keep import why_not
+
+    results = ROOT / "reference" / scale / "results"
+    misplaced = [f"{m.parent.relative_to(results)}: {w}" for m in sorted(results.glob("*/*/*/*/*/seed*/metrics.json"))
+                 if (w := why_not(m.parent)) and "put this run under" in w]
+    assert misplaced == []
