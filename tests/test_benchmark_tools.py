@@ -258,3 +258,15 @@ def test_reproduce_kept_names_input_files_that_differ():
     assert rk.inputs_note(same, {"processed": "aa", "features": "cc"}) == \
         " (other input files: features; rebuild them as the kept run's were, then compare)"
     assert "recorded no digests" in rk.inputs_note(None, same)
+
+
+def test_reproduce_kept_tells_a_loss_sum_rounding_from_another_model():
+    """Only the training loss's epoch means moved, by float32's last bits, while every test metric and validation
+    curve is equal: 'metrics identical'. A larger move, or any other number, still reads 'differs'."""
+    rk = _load("reproduce_kept")
+    assert rk.status({}, None, None) == "identical"
+    last_bit = {"curves.train_loss": ([5.038398357, 4.914305741763671], [5.038398357, 4.9143057188353625])}
+    assert rk.status(last_bit, None, None).startswith("metrics identical")
+    assert rk.status({"curves.train_loss": ([5.0, 4.9], [5.0, 4.9001])}, None, None).startswith("differs")
+    assert rk.status({**last_bit, "metrics.P@1": (0.5, 0.51)}, None, None).startswith("differs")
+    assert rk.status({"curves.val_P@1": ([0.5], [0.5000001])}, None, None).startswith("differs")
