@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -108,6 +109,15 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
 LOSS_SUM_RTOL = 1e-7   # float32's last bit: a per-batch loss summed in another order or precision moves this much
 
 
+def _relative(x: float | None, y: float | None) -> float:
+    """|x - y| relative to the larger; an epoch with a value on one side only (None on the other) differs wholly."""
+    if x == y:
+        return 0.0
+    if x is None or y is None:
+        return math.inf
+    return abs(x - y) / max(abs(x), abs(y), 1e-30)
+
+
 def status(diff: dict, kept_inputs: dict | None, now_inputs: dict | None) -> str:
     """'identical'; 'metrics identical' where only the training loss's per-epoch means moved, by at most
     LOSS_SUM_RTOL (float32's last bits: the weights may differ as little, which ranking metrics do not see); else
@@ -116,8 +126,7 @@ def status(diff: dict, kept_inputs: dict | None, now_inputs: dict | None) -> str
         return "identical"
     if all(k.startswith("curves.train_loss") and isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
            for k, (a, b) in diff.items()):
-        rel = max(abs(x - y) / max(abs(x), abs(y), 1e-30) for a, b in diff.values() for x, y in zip(a, b)
-                  if x is not None and y is not None)
+        rel = max(_relative(x, y) for a, b in diff.values() for x, y in zip(a, b))
         if rel <= LOSS_SUM_RTOL:
             return (f"metrics identical: every test metric and validation curve; the training loss's epoch means "
                     f"differ by at most {rel:.1e} relative (float32's last bits)")

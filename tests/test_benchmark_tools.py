@@ -270,3 +270,4 @@ def test_reproduce_kept_tells_a_loss_sum_rounding_from_another_model():
     assert rk.status({"curves.train_loss": ([5.0, 4.9], [5.0, 4.9001])}, None, None).startswith("differs")
     assert rk.status({**last_bit, "metrics.P@1": (0.5, 0.51)}, None, None).startswith("differs")
     assert rk.status({"curves.val_P@1": ([0.5], [0.5000001])}, None, None).startswith("differs")
+    assert rk.status({"curves.train_loss": ([None, 4.9], [None, None])}, None, None).startswith("differs")
