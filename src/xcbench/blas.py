@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 
 X86 = ("x86_64", "amd64")
 CORETYPE = "Haswell"   # OpenBLAS's AVX2 + FMA kernels, present on every x86-64 CPU since 2013
 
 
-def pin_numpy_blas(threads: int | str | None = None) -> bool:
+def pin_numpy_blas(threads: int | str | None = None) -> None:
     """Set OpenBLAS's thread count to `threads` (None: leave it) and, on x86-64, its kernels unless the environment
-    names them. True where they take effect: numpy not loaded yet. A job forked from a warm server
-    (forkserver.py) keeps what the server set here before it loaded numpy."""
-    effective = "numpy" not in sys.modules
+    names them. Effective only before numpy loads; a job forked from a warm server (forkserver.py) keeps what the
+    server set here before it loaded numpy."""
     if threads is not None:
         os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
     if platform.machine().lower() in X86:
         os.environ.setdefault("OPENBLAS_CORETYPE", CORETYPE)
-    return effective
