@@ -7,7 +7,8 @@ computes the same numbers. That happens whenever the artifact that owns a run ch
 runs of equal settings train once, under the first table that has them): a table's head moved to the lr its
 grid found best makes the grid's run at that lr the table's seed-0 run, and the grid's run at the old lr the one
 the table had trained. `xcbench train` copies such a run (`--no-reuse`: train it anyway) and records where from:
-`reused_from` in its metrics.json and config.resolved.yaml.
+`reused_from` in its metrics.json and config.resolved.yaml, as a path from the folder that holds the results tree
+(`results/paper/xcbench/seqrec_lr/...`), so that a record reads the same in every clone.
 """
 
 from __future__ import annotations
@@ -36,10 +37,19 @@ def find_identical(run: Run, out_dir: str | Path) -> Path | None:
     return None
 
 
+def _where(src: Path, out_dir: Path) -> str:
+    """`src` from the folder above its results tree (results/<scale>/<paper>/...), else as given."""
+    base = out_dir.resolve().parents[6] if len(out_dir.resolve().parents) > 6 else None
+    try:
+        return str(src.resolve().relative_to(base)) if base is not None else str(src)
+    except ValueError:
+        return str(src)
+
+
 def copy_run(run: Run, src: Path, out_dir: str | Path) -> dict:
     """Write `src`'s results as `run`'s: its history and metrics, its recorded settings under `run`'s names."""
     out_dir = Path(out_dir)
-    where = str(src)
+    where = _where(Path(src), out_dir)
     metrics = {**read_json(src / "metrics.json"), "method": run.method, "reused_from": where}
     cfg = {**(read_yaml(src / "config.resolved.yaml") or {}), **run.spec, "experiment": run.exp, "reused_from": where}
     write_yaml(out_dir / "config.resolved.yaml", cfg)
