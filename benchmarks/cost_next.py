@@ -29,7 +29,7 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
     download) and the train_step command to run once the data is prepared; a learning-rate grid's points are
     measured through the experiment they extend, whose methods they step as."""
-    from xcbench.config import dataset_entry
+    from xcbench.catalogue import dataset_entry
     from xcbench.registry import TASKS
 
     if not getattr(TASKS.get(exp["task"]["name"]), "trains", True):

@@ -51,7 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    from xcbench.config import load_datasets
+    from xcbench.catalogue import load_datasets
     from xcbench.data.datasets import prepare
     from xcbench.data.synthetic import generate
 

@@ -53,7 +53,8 @@ def adam_alone(n: int, d: int, rounds: int) -> list[dict]:
 
 def train_steps(a, rounds: int) -> list[dict]:
     """ms of whole training steps (loss, backward, Adam) per form for each method, on the same batches."""
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.seed import torch_generator
     from xcbench.step import train_step
     from xcbench.tasks.base import make_task

@@ -93,7 +93,7 @@ def checkpoint_epoch(path: Path | None) -> int | None:
 
 
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
-    from xcbench.config import load_datasets
+    from xcbench.catalogue import load_datasets
     from xcbench.reporting.stop_rule import as_today
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config

@@ -28,7 +28,8 @@ def main() -> None:
     p.add_argument("--by-shape", action="store_true", help="one row per operator and input shapes (which "
                    "tensor a gather or fill is spent on)")
     a = p.parse_args()
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import pick_device
     from xcbench.seed import torch_generator
     from xcbench.step import train_step

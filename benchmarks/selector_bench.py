@@ -164,7 +164,8 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
 def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int) -> tuple:
     """(W, h, y, description) of a trained class-selection run: its class embeddings W (C, d) from
     checkpoint.pt and the features h = encoder(x) (B, d) of B training examples (seeded draw), labels y."""
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.run import make_run
     from xcbench.tasks.base import task_of
     from xcbench.train import model_of

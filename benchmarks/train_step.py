@@ -96,7 +96,8 @@ def weights_after_steps(experiment: str, scale: str, dataset: str, processed: st
     fresh process per setting, after configuring that process."""
     import hashlib
 
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import deterministic_kernels
     from xcbench.seed import seed_global, torch_generator
     from xcbench.step import train_step
@@ -261,7 +262,8 @@ def main() -> None:
                    help="CUDA: torch's default (atomic) kernels instead of the deterministic ones `xcbench train` uses")
     p.add_argument("--out-dir", type=Path, default=OUT, help="where the .json and .md go (default benchmarks/out)")
     a = p.parse_args()
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import deterministic_kernels, device_name, pick_device
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task

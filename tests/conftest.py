@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from xcbench.config import load_datasets
+from xcbench.catalogue import load_datasets
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,8 @@
 import pytest
 from conftest import TINY_EXP
 
-from xcbench.config import ROOT, ConfigError, load_datasets, load_experiment, resolve_experiment
+from xcbench.catalogue import load_datasets
+from xcbench.config import ROOT, ConfigError, load_experiment, resolve_experiment
 from xcbench.io import write_yaml
 from xcbench.schema import validate
 

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from xcbench.config import load_datasets, load_experiment, resolve_experiment
+from xcbench.catalogue import load_datasets
+from xcbench.config import load_experiment, resolve_experiment
 from xcbench.data.datasets import load_npz, prepare
 from xcbench.data.fetch import URL_MAP_ENV, FetchError, fetch_dataset, layouts
 

@@ -24,7 +24,7 @@ def test_wheel_carries_its_data_files(tmp_path):
 
 def test_core_needs_neither_snakemake_nor_matplotlib():
     code = ("import sys\nfrom xcbench.registry import FAMILIES\n[r.names() for r in FAMILIES.values()]\n"
-            "from xcbench import train, cli, config\nconfig.load_datasets()\n"
+            "from xcbench import train, cli, catalogue\ncatalogue.load_datasets()\n"
             "assert 'snakemake' not in sys.modules and 'matplotlib' not in sys.modules, "
             "[m for m in sys.modules if m.startswith(('snakemake', 'matplotlib'))]\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=300)

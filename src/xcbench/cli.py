@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from xcbench.blas import pin_numpy_blas
-from xcbench.config import ConfigError, dataset_entry, load_datasets, load_experiment, resolve_experiment
+from xcbench.catalogue import dataset_entry, load_datasets
+from xcbench.config import ConfigError, load_experiment, resolve_experiment
 
 
 def _entry(args) -> dict:

@@ -1,4 +1,4 @@
-"""Configuration: the global config, dataset catalogue and per-artifact experiment files.
+"""Configuration: the per-artifact experiment files (the dataset catalogue is catalogue.py).
 
 An experiment file (`config/experiments/<paper>/<artifact>.yaml`) holds the settings shared by all
 scales plus a `scales:` block of per-scale overrides; `resolve_experiment` deep-merges the chosen
@@ -22,7 +22,6 @@ from xcbench.io import read_yaml
 from xcbench.schema import ConfigError, validate
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (config/, results/); a wheel install has none
-CATALOGUE = Path(__file__).resolve().parent / "datasets.yaml"  # config/datasets.yaml links here
 SCALES = ("tiny", "quick", "paper")
 METHOD_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a run's name (a path); a scale's overrides may also use patterns
 
@@ -251,26 +250,3 @@ def normalise_methods(methods: list | dict) -> dict[str, dict]:
         spec.setdefault("head", name)
         out[name] = spec
     return out
-
-
-def default_catalogue() -> Path:
-    """config/datasets.yaml of the checkout the command runs in (where a user adds datasets), else the
-    catalogue shipped in the package (a wheel install used outside a checkout)."""
-    local = Path("config") / "datasets.yaml"
-    return local if local.is_file() else CATALOGUE
-
-
-def load_datasets(path: str | Path | None = None) -> dict[str, dict]:
-    path = Path(path) if path else default_catalogue()
-    cat = read_yaml(path)
-    validate(cat, "datasets.schema.yaml", path)
-    for name, entry in cat.items():
-        entry["name"] = name
-    return cat
-
-
-def dataset_entry(name: str, catalogue: dict[str, dict]) -> dict:
-    if name not in catalogue:
-        raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(catalogue))} "
-                          "(add it to config/datasets.yaml)")
-    return catalogue[name]

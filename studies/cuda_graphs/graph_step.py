@@ -76,7 +76,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "out")
     a = p.parse_args()
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import deterministic_kernels, device_name
     from xcbench.runtime import configure_process
     from xcbench.tasks.base import make_task

@@ -34,7 +34,8 @@ def torch_default_gru_(model: torch.nn.Module, gen: torch.Generator) -> None:
 
 def sports_task() -> tuple[dict, object]:
     """MIDX Table 7 at the paper scale and its Sports task, built once for every variant."""
-    from xcbench.config import dataset_entry, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.tasks.base import make_task
 
     exp = resolve_experiment(load_experiment(REPO / "config/experiments/midx/table7.yaml"), "paper")

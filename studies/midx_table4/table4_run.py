@@ -18,7 +18,8 @@ def build(method: str, processed: str, params: dict | None = None, model: dict |
     task's evaluation windows (zero | carry)."""
     import torch
 
-    from xcbench.config import dataset_entry, deep_merge, load_datasets, load_experiment, resolve_experiment
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import deep_merge, load_experiment, resolve_experiment
     from xcbench.model import build_model
     from xcbench.runspec import method_config
     from xcbench.tasks.base import make_task

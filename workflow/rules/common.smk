@@ -7,7 +7,8 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from xcbench.config import load_datasets, load_experiment, resolve_experiment
+from xcbench.config import load_experiment, resolve_experiment
+from xcbench.catalogue import load_datasets
 from xcbench.schema import SCHEMAS
 from xcbench.checks import check_experiment
 from xcbench.data.fetch import manual_steps
