@@ -95,8 +95,8 @@ def cmd_train(args) -> None:
                   args.dataset, args.method, args.seed)
     src = None if args.no_reuse else find_identical(run, args.out)
     if src is not None:  # the same settings finished under another name (reuse.py): the same numbers
-        print(f"{run.label} seed {run.seed}: copied from {src} (identical settings; --no-reuse trains it anyway)")
-        copy_run(run, src, args.out)
+        where = copy_run(run, src, args.out)["reused_from"]
+        print(f"{run.label} seed {run.seed}: copied from {where} (identical settings; --no-reuse trains it anyway)")
         return
     device = pick_device(args.device)
     task = task_of(run, _entry(args), args.processed, args.features, device, source=args.experiment)
