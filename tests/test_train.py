@@ -4,7 +4,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -54,24 +53,32 @@ def test_finish_ends_a_cut_run_at_its_checkpoint(tiny_xmc, tiny_exp, tmp_path):
     """`xcbench train --finish` (FitOptions.finish): a run cut after epoch 2 of 3 is tested as it stands."""
     with pytest.raises(KeyboardInterrupt):
         _run(tiny_xmc, tiny_exp, tmp_path / "cut", interrupt_after=2)
-    m = _run(tiny_xmc, tiny_exp, tmp_path / "cut", finish=True)
+    m = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", finish=True)
     assert m["epochs"] == 2 and m["cut_short_after_epoch"] == 2 and len(m["curves"]["val_P@1"]) == 2
+    # its checkpoint stays: the same run without --finish goes on to the uninterrupted run's numbers, then drops it
+    assert (tmp_path / "cut" / "checkpoint.pt").exists()
+    cut_rows = (tmp_path / "cut" / "history.csv").read_text().splitlines()  # epochs 0-2 with their measured times
+    full = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
+    went_on = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
+    assert went_on["metrics"] == full["metrics"] and went_on["curves"] == full["curves"]
+    assert "cut_short_after_epoch" not in read_json(tmp_path / "cut" / "metrics.json")
+    assert (tmp_path / "cut" / "history.csv").read_text().splitlines()[:3] == cut_rows  # went on, not trained again
+    assert not (tmp_path / "cut" / "checkpoint.pt").exists()
     with pytest.raises(FileNotFoundError, match="no"):
         _run(tiny_xmc, tiny_exp, tmp_path / "never_started", finish=True)
 
 
 def test_stop_after_pauses_a_run_that_finish_tests_or_a_rerun_continues(tiny_xmc, tiny_exp, tmp_path):
     """`xcbench train --stop-after N` (FitOptions.stop_after): a budgeted run (e.g. one epoch of 30) stops after epoch N with
-    its checkpoint; asked again it trains nothing; `--finish` tests it as a cut run; without the flag it goes on to
-    the uninterrupted run's numbers (the flag is not part of the run spec)."""
+    its checkpoint; asked again it trains nothing; `--finish` tests it as a cut run; then without either flag it goes
+    on to the uninterrupted run's numbers (the flag is not part of the run spec)."""
     full = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
     for _ in range(2):  # the second call resumes at epoch 1 and stops before training
         with pytest.raises(StopAfter, match="stopped after epoch 1 of 3"):
             _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", stop_after=1)
         assert (tmp_path / "cut" / "checkpoint.pt").exists() and not (tmp_path / "cut" / "metrics.json").exists()
         assert torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)["epoch"] == 1
-    shutil.copytree(tmp_path / "cut", tmp_path / "fin")
-    m = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "fin", finish=True)
+    m = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", finish=True)
     assert m["epochs"] == 1 and m["cut_short_after_epoch"] == 1
     resumed = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]

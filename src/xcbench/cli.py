@@ -223,7 +223,8 @@ def parser() -> argparse.ArgumentParser:
          opt("--read-ahead", "threads generating lazily made training batches ahead of the step (synthetic faces); "
              "the results do not depend on it (default: 0 on the CPU, up to 4 with a GPU)", type=int, default=None),
          opt("--finish", "end a run cut short (time limit) at its last checkpointed epoch: test the selected epoch "
-             "and write the result; metrics.json says so", action="store_true"),
+             "and write the result; metrics.json says so. The checkpoint stays: the same command without --finish goes on "
+             "later", action="store_true"),
          opt("--stop-after", "stop once this many epochs are trained (counting those of a resumed run), keeping the "
              "checkpoint as a time limit would: `--finish` then tests it (a budgeted run, e.g. one epoch of a "
              "30-epoch setting); the results do not depend on it", type=int, default=None),

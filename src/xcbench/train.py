@@ -212,7 +212,8 @@ def model_of(run: Run, task) -> Model:
 
 
 def train_and_write(run: Run, task, out_dir: Path, device: torch.device, options: FitOptions = FitOptions()) -> dict:
-    """Train one run (`fit`) and write metrics.json and history.csv; the checkpoint goes unless kept."""
+    """Train one run (`fit`) and write metrics.json and history.csv; the checkpoint goes once the run has
+    trained all its epochs (or stopped early), and stays for a run `--finish` ended cut short."""
     missing = [k for k in REQUIRED_TRAIN if k not in run.train]
     if missing:
         raise ConfigError(f"{run.exp['paper']}/{run.exp['artifact']}: train config of {run.method!r} lacks {missing}; "
@@ -222,7 +223,11 @@ def train_and_write(run: Run, task, out_dir: Path, device: torch.device, options
     metrics = run_metrics(res, task.n_classes, run_record(run, device, task.inputs))
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
-    (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record
+    if res["cut_short_after_epoch"] is None:
+        (out_dir / CHECKPOINT).unlink(missing_ok=True)  # finished: the results are the record
+    else:  # `--finish` of a cut run: a result to keep now, and a run that can go on later from where it stood
+        print(f"checkpoint kept: {out_dir / CHECKPOINT}; the same command without --finish trains the remaining "
+              "epochs and rewrites the results (in the DAG: remove metrics.json first)")
     if any(isinstance(v, float) and not math.isfinite(v) for v in res["test"].values()):
         raise TrainingDiverged(f"{out_dir}: non-finite test metrics {res['test']}")
     return metrics
