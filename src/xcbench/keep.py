@@ -41,7 +41,8 @@ def why_not(run_dir: Path, experiments: Path = ROOT / "config" / "experiments") 
     except ConfigError as e:
         return str(e).split(": ", 1)[1]
     if not (run_dir / "metrics.json").exists():
-        return "not finished: no metrics.json (a cut run has only its checkpoint; `xcbench train --finish` ends it)"
+        return ("not finished: no metrics.json (a cut run has only its checkpoint; `xcbench train --finish` tests it "
+                "as it stands and keeps the checkpoint, so that it can go on later)")
     f = experiments / paper / f"{artifact}.yaml"
     if not f.exists():
         return f"no experiment file {f}"
