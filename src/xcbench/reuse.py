@@ -39,11 +39,10 @@ def find_identical(run: Run, out_dir: str | Path) -> Path | None:
 
 def _where(src: Path, out_dir: Path) -> str:
     """`src` from the folder above its results tree (results/<scale>/<paper>/...), else as given."""
-    base = out_dir.resolve().parents[6] if len(out_dir.resolve().parents) > 6 else None
-    try:
-        return str(src.resolve().relative_to(base)) if base is not None else str(src)
-    except ValueError:
-        return str(src)
+    parents = out_dir.resolve().parents  # <root>/results/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<s>
+    if len(parents) > 6 and src.resolve().is_relative_to(parents[6]):
+        return str(src.resolve().relative_to(parents[6]))
+    return str(src)
 
 
 def copy_run(run: Run, src: Path, out_dir: str | Path) -> dict:
