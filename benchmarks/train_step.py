@@ -138,6 +138,23 @@ def syncs_of_a_step(step, device: torch.device) -> dict[str, int]:
     return dict(Counter(f"{Path(w.filename).name}:{w.lineno}" for w in seen if "synchroniz" in str(w.message)))
 
 
+def optimizer_seconds(opt: torch.optim.Optimizer, steps: int, device: torch.device) -> float:
+    """Median seconds of the optimizer's update alone (`optimizer_step`, as train_step makes it), repeated
+    `steps` times on the gradients the last step left: the share of a step that no loss or sampler change can
+    remove (dense Adam reads and writes every parameter row, and all its moments, whatever rows got a
+    gradient). It moves the weights on; callers time it after every other measurement of the model."""
+    from xcbench.runtime import optimizer_step
+
+    times = []
+    for _ in range(max(1, steps)):
+        _sync(device)
+        t0 = time.perf_counter()
+        optimizer_step(opt)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
         evaluate: bool = True, draws: str | None = None) -> dict:
     from xcbench.seed import draws_device, torch_generator
@@ -180,6 +197,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         train_step(model, opt, x, y, idx, loss_gen, steps + i + 2, clip)
     _sync(device)
     chained_s = (time.perf_counter() - t0) / max(1, len(batches))
+    opt_s = optimizer_seconds(opt, steps, device)
     x, y, idx = batches[0]
     syncs = syncs_of_a_step(lambda: train_step(model, opt, x, y, idx, loss_gen, 2 * steps + 2, clip), device)
     model.eval()
@@ -191,7 +209,8 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     data_s = statistics.median(waits[1:])
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
-            "chained_step_ms": 1e3 * chained_s, "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
+            "chained_step_ms": 1e3 * chained_s, "optimizer_ms": 1e3 * opt_s,
+            "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
             "sync_sources": syncs, "flops_counted": "matmul+rnn",
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
@@ -214,14 +233,15 @@ def gemm_gflops(device: torch.device, n: int = 2048, reps: int = 5) -> float:
 
 
 def table(rows: list[dict], title: str) -> str:
-    lines = [f"# {title}", "", "| method | draws | ms / step | chained ms / step | host syncs / step | matmul floor ms | "
-             "data wait ms | index build s | eval s | batches / epoch | epoch (min) | epochs | run (h) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# {title}", "", "| method | draws | ms / step | chained ms / step | optimizer ms | host syncs / step | "
+             "matmul floor ms | data wait ms | index build s | eval s | batches / epoch | epoch (min) | epochs | run (h) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         floor = f"{r['floor_ms']:.1f}" if r.get("floor_ms") == r.get("floor_ms") and "floor_ms" in r else "-"  # nan: -
         syncs = "-" if r.get("syncs_per_step") is None else r["syncs_per_step"]
+        opt_ms = f"{r['optimizer_ms']:.1f}" if "optimizer_ms" in r else "-"  # records before it was timed: -
         lines.append(f"| {r['method']} | {r.get('draws', 'cpu')} | {r['step_ms']:.1f} | {r.get('chained_step_ms', float('nan')):.1f} | "
-                     f"{syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
+                     f"{opt_ms} | {syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
         lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward; "
@@ -229,7 +249,8 @@ def table(rows: list[dict], title: str) -> str:
                   f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
                   "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
                   "timed alone (synchronised before and after); chained: the same number of steps back to back, one "
-                  "synchronisation at the end, per step. Host syncs: the synchronising CUDA calls one step makes "
+                  "synchronisation at the end, per step. Optimizer ms: the optimizer's update alone (part of ms / step), "
+                  "repeated on the last step's gradients. Host syncs: the synchronising CUDA calls one step makes "
                   "(torch.cuda.set_sync_debug_mode), by source line in the .json."]
     return "\n".join(lines) + "\n"
 
@@ -256,6 +277,8 @@ def main() -> None:
     p.add_argument("--draws", nargs="+", default=[None], choices=["cpu", "device"],
                    help="train.draws to time (default: the experiment's); several: each method once per choice")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
+    p.add_argument("--note", default="", help="appended to the table's title: the conditions of the measurement "
+                   "(e.g. 'one thread beside two one-thread trainings')")
     p.add_argument("--skip-eval", action="store_true",
                    help="do not time an evaluation (eval s: nan; epoch and run times then leave it out)")
     p.add_argument("--nondeterministic", action="store_true",
@@ -293,7 +316,7 @@ def main() -> None:
         done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"
         title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
                  f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}; "
-                 f"median of {a.steps} steps after a warm-up; projected times{done})")
+                 f"median of {a.steps} steps after a warm-up; projected times{done})" + (f"; {a.note}" if a.note else ""))
         write_outputs(name, rows, table(rows, title), a.out_dir)
     print(table(rows, title) if rows else "train_step: no method to measure")
 

@@ -271,3 +271,26 @@ def test_reproduce_kept_tells_a_loss_sum_rounding_from_another_model():
     assert rk.status({**last_bit, "metrics.P@1": (0.5, 0.51)}, None, None).startswith("differs")
     assert rk.status({"curves.val_P@1": ([0.5], [0.5000001])}, None, None).startswith("differs")
     assert rk.status({"curves.train_loss": ([None, 4.9], [None, None])}, None, None).startswith("differs")
+
+
+def test_train_step_times_the_optimizer_update_alone_and_renders_it_beside_old_records():
+    """optimizer_seconds makes `steps` updates of the optimizer on the gradients in place (the weights then equal
+    those of as many plain Adam steps), and the table shows '-' for a record made before it was timed."""
+    import copy
+
+    import torch
+
+    ts = _load("train_step")
+    p = torch.nn.Parameter(torch.randn(7, 3, generator=torch.Generator().manual_seed(0)))
+    p.grad = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
+    q = copy.deepcopy(p)
+    q.grad = p.grad.clone()
+    opt, ref = torch.optim.Adam([p], lr=0.1), torch.optim.Adam([q], lr=0.1)
+    assert ts.optimizer_seconds(opt, 3, torch.device("cpu")) > 0
+    for _ in range(3):
+        ref.step()
+    assert torch.equal(p, q) and not torch.equal(p, q.grad)
+    base = {"method": "m", "step_ms": 10.0, "chained_step_ms": 9.0, "data_ms": 0.1, "index_build_s": 0.0,
+            "eval_s": 1.0, "batches_per_epoch": 5, "epoch_s": 60.0, "epochs": 2, "run_h": 0.1, "floor_ms": 1.0}
+    md = ts.table([{**base, "optimizer_ms": 4.25}, {**base, "method": "old"}], "t")
+    assert "| m | cpu | 10.0 | 9.0 | 4.2 | - | 1.0 |" in md and "| old | cpu | 10.0 | 9.0 | - | - | 1.0 |" in md
