@@ -156,7 +156,7 @@ def optimizer_seconds(opt: torch.optim.Optimizer, steps: int, device: torch.devi
 
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
-        evaluate: bool = True, draws: str | None = None) -> dict:
+        evaluate: bool = True, draws: str | None = None, warmup: int = 1) -> dict:
     from xcbench.seed import draws_device, torch_generator
     from xcbench.step import evaluate_splits, train_step
 
@@ -169,8 +169,9 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", draws_device(draws, device))
     clip = train_cfg.get("grad_clip")
     times, waits = [], []   # the step; the wait for its batch (rows generated per batch: data/faces.py)
-    batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + 1)
-    for i in range(steps + 1):
+    warmup = max(1, warmup)  # untimed first steps: the first also counts FLOPs; more reach the steady state
+    batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + warmup)
+    for i in range(steps + warmup):
         t0 = time.perf_counter()
         x, y, idx = next(batches)
         _sync(device)
@@ -205,15 +206,15 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     if evaluate:  # --skip-eval: at 750K identities scoring every validation row against every class takes minutes
         evaluate_splits(model, task)
     eval_s = time.perf_counter() - t0 if evaluate else float("nan")
-    step_s, nb, epochs = statistics.median(times[1:]), task.n_train_batches(bs), int(train_cfg["epochs"])
-    data_s = statistics.median(waits[1:])
+    step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
+    data_s = statistics.median(waits[warmup:])
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "chained_step_ms": 1e3 * chained_s, "optimizer_ms": 1e3 * opt_s,
             "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
             "sync_sources": syncs, "flops_counted": "matmul+rnn",
             "matmul_gflop": matmul_flops / 1e9,
-            "read_ahead": task.read_ahead, "steps_timed": len(times) - 1,
+            "read_ahead": task.read_ahead, "steps_timed": len(times) - warmup, "warmup_steps": warmup,
             "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
 
@@ -277,6 +278,9 @@ def main() -> None:
     p.add_argument("--draws", nargs="+", default=[None], choices=["cpu", "device"],
                    help="train.draws to time (default: the experiment's); several: each method once per choice")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones (default 1). A sampled "
+                   "head under dense Adam needs ~40 on the CPU: its first steps take sqrt over zero second moments, "
+                   "4-7x slower than over positive ones (studies/adam_zero_rows)")
     p.add_argument("--note", default="", help="appended to the table's title: the conditions of the measurement "
                    "(e.g. 'one thread beside two one-thread trainings')")
     p.add_argument("--skip-eval", action="store_true",
@@ -306,7 +310,7 @@ def main() -> None:
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
     for i, (method, draws) in enumerate(methods):
-        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws)
+        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws, warmup=a.warmup)
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
@@ -314,9 +318,10 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
         # written after every method (atomically): a run cut short keeps what it measured
         done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"
+        warm = "a warm-up" if a.warmup <= 1 else f"{a.warmup} warm-up steps"
         title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
                  f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}; "
-                 f"median of {a.steps} steps after a warm-up; projected times{done})" + (f"; {a.note}" if a.note else ""))
+                 f"median of {a.steps} steps after {warm}; projected times{done})" + (f"; {a.note}" if a.note else ""))
         write_outputs(name, rows, table(rows, title), a.out_dir)
     print(table(rows, title) if rows else "train_step: no method to measure")
 
