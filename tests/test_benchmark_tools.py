@@ -294,3 +294,22 @@ def test_train_step_times_the_optimizer_update_alone_and_renders_it_beside_old_r
             "eval_s": 1.0, "batches_per_epoch": 5, "epoch_s": 60.0, "epochs": 2, "run_h": 0.1, "floor_ms": 1.0}
     md = ts.table([{**base, "optimizer_ms": 4.25}, {**base, "method": "old"}], "t")
     assert "| m | cpu | 10.0 | 9.0 | 4.2 | - | 1.0 |" in md and "| old | cpu | 10.0 | 9.0 | - | - | 1.0 |" in md
+
+
+def test_train_step_times_its_steps_after_the_warm_up_it_is_given(tiny_xmc, tiny_exp):
+    """`one` takes `warmup` untimed steps (at least the one that counts FLOPs), then times `steps`; the record says
+    how many of each, with the optimizer's update timed apart."""
+    import torch
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    ts = _load("train_step")
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
+    task = make_task(tiny_exp, entry, processed, feats, torch.device("cpu"), 0)
+    for warmup, seen in ((4, 4), (0, 1)):
+        r = ts.one(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", torch.device("cpu"), 3, evaluate=False,
+                   warmup=warmup)
+        assert (r["steps_timed"], r["warmup_steps"]) == (3, seen)
+        assert r["step_ms"] > 0 and r["optimizer_ms"] > 0 and r["matmul_gflop"] > 0
