@@ -280,7 +280,7 @@ def main() -> None:
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones (default 1). A sampled "
                    "head under dense Adam needs ~40 on the CPU: its first steps take sqrt over zero second moments, "
-                   "4-7x slower than over positive ones (studies/adam_zero_rows)")
+                   "several times slower than over positive ones (studies/adam_zero_rows)")
     p.add_argument("--note", default="", help="appended to the table's title: the conditions of the measurement "
                    "(e.g. 'one thread beside two one-thread trainings')")
     p.add_argument("--skip-eval", action="store_true",
