@@ -88,12 +88,12 @@ def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed
 
 
 def weights_after_steps(experiment: str, scale: str, dataset: str, processed: str, method: str, steps: int,
-                        run_step=lambda step: step()) -> str:
+                        run_step=lambda step: step(), features: str | None = None) -> str:
     """`steps` training steps of one run from its seed-0 start on the CPU, as `xcbench train` takes them
     (deterministic kernels, the global generator seeded for dropout), each run as `run_step(step)` so that a
     caller can measure it; the first 16 hex digits of the sha256 of the weights after them (equal digests: the
-    same weights bit for bit). The studies that compare process settings (allocator, huge pages) call it in a
-    fresh process per setting, after configuring that process."""
+    same weights bit for bit); `features`: the features file where the task reads one. The studies that compare
+    process settings (allocator, huge pages) call it in a fresh process per setting, after configuring that process."""
     import hashlib
 
     from xcbench.catalogue import dataset_entry, load_datasets
@@ -107,7 +107,7 @@ def weights_after_steps(experiment: str, scale: str, dataset: str, processed: st
     dev = torch.device("cpu")
     deterministic_kernels(dev)
     seed_global(0)
-    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, None, dev, 0, dataset=dataset)
+    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, features, dev, 0, dataset=dataset)
     _, cfg, model, opt = build(exp, task, dataset, method, dev)
     model.head.on_epoch_start(0, torch_generator(0, "index"))
     gen = torch_generator(0, "loss")

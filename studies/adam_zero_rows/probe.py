@@ -14,8 +14,6 @@ Writes studies/adam_zero_rows/out/probe.{json,md}.
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
 import statistics
 import sys
 import time
@@ -25,6 +23,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent / "out"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import write_outputs  # noqa: E402
 
 
 def sqrt_cases(n: int, rounds: int) -> list[dict]:
@@ -49,31 +49,22 @@ def sqrt_cases(n: int, rounds: int) -> list[dict]:
 
 
 def step_phases(a) -> list[dict]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from train_step import build
+    """Each training step of one run from its seed-0 start, timed as train_step.weights_after_steps takes it."""
+    from train_step import weights_after_steps
 
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
-    from xcbench.seed import torch_generator
-    from xcbench.step import train_step
-    from xcbench.tasks.base import make_task
+    d, times = a.dataset, []
 
-    exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
-    dev = torch.device("cpu")
-    d = a.dataset
-    task = make_task(exp, dataset_entry(d, load_datasets()), ROOT / f"data/processed/{d}/dataset.npz",
-                     a.features or ROOT / f"data/features/{d}/tfidf_svd256.pt", dev, 0, dataset=d)
-    _, cfg, model, opt = build(exp, task, d, a.method, dev)
-    model.head.on_epoch_start(0, torch_generator(0, "index"))
-    gen, times = torch_generator(0, "loss"), []
-    batches = itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")), a.steps)
-    for i, (x, y, idx) in enumerate(batches):
+    def timed(step) -> None:
         t0 = time.perf_counter()
-        train_step(model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip"))
+        step()
         times.append(time.perf_counter() - t0)
+
+    weights_after_steps(a.experiment, a.scale, d, str(ROOT / f"data/processed/{d}/dataset.npz"), a.method, a.steps,
+                        timed, a.features or str(ROOT / f"data/features/{d}/tfidf_svd256.pt"))
     k = max(1, len(times) // 8)
-    return [{"part": "train step", "case": f"{exp['paper']}/{exp['artifact']} {d} {a.method}, steps {s + 1}-{s + k}",
-             "ms": 1e3 * statistics.median(times[s:s + k])} for s in range(0, len(times) - k + 1, k)]
+    name = f"{Path(a.experiment).parent.name}/{Path(a.experiment).stem} {d} {a.method}"
+    return [{"part": "train step", "case": f"{name}, steps {s + 1}-{s + k}", "ms": 1e3 * statistics.median(times[s:s + k])}
+            for s in range(0, len(times) - k + 1, k)]
 
 
 def main() -> None:
@@ -88,14 +79,10 @@ def main() -> None:
 
     configure_process(1)
     rows = sqrt_cases(a.n, a.rounds) + (step_phases(a) if a.experiment else [])
-    OUT.mkdir(exist_ok=True)
     cpu = torch.backends.cpu.get_cpu_capability()
     md = [f"# torch.sqrt over zeros, and a sampled head's first steps (one thread, {cpu}, torch {torch.__version__})", "",
           "| part | case | ms |", "|---|---|---|"] + [f"| {r['part']} | {r['case']} | {r['ms']:.1f} |" for r in rows]
-    for path, text in ((OUT / "probe.json", json.dumps({"cpu": cpu, "rows": rows}, indent=1)), (OUT / "probe.md", "\n".join(md) + "\n")):
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    write_outputs("probe", {"cpu": cpu, "rows": rows}, "\n".join(md), OUT)
     print("\n".join(md))
 
 
