@@ -38,48 +38,17 @@ CPU from the same seeds whatever the device, then moved to it; times on CUDA wai
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import platform
-import statistics
 import time
 from pathlib import Path
 
+import selector_common as sc
 import torch
-from common import write_outputs
-
-OUT = Path(__file__).resolve().parent / "out"
-
-
-def mixture(n: int, d: int, g: torch.Generator) -> torch.Tensor:
-    mu = torch.randn(max(1, n // 100), d, generator=g) / math.sqrt(d)
-    return mu[torch.randint(len(mu), (n,), generator=g)] + 0.5 * torch.randn(n, d, generator=g) / math.sqrt(d)
-
-
-DEV = torch.device("cpu")  # main() sets it from --device
-
-
-def sync() -> None:
-    if DEV.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    out = fn()
-    ts = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        out = fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
-
-
-def has(module: str) -> bool:
-    """Whether an optional library (faiss, annoy) is installed."""
-    return importlib.util.find_spec(module) is not None
+from selector_common import has, mixture, timed, trained
+from selector_costs import kmeans_compare, rerank_floor, step_ratio
+from selector_report import OUT, render
 
 
 def POOLS(n: int) -> tuple[int, ...]:
@@ -158,37 +127,7 @@ def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
     W = mixture(n, d, g)
     y = torch.randint(n, (B,), generator=g)
     h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
-    return bench(W.to(DEV), h.to(DEV), y.to(DEV), repeats)
-
-
-def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int) -> tuple:
-    """(W, h, y, description) of a trained class-selection run: its class embeddings W (C, d) from
-    checkpoint.pt and the features h = encoder(x) (B, d) of B training examples (seeded draw), labels y."""
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
-    from xcbench.run import make_run
-    from xcbench.tasks.base import task_of
-    from xcbench.train import model_of
-
-    ck = torch.load(run_dir / "checkpoint.pt", weights_only=True, map_location="cpu")
-    exp = resolve_experiment(load_experiment(experiment), "paper")
-    run = make_run(exp, dataset, run_dir.parent.name, 0)                                    # .../<dataset>/<method>/seed0
-    task = task_of(run, dataset_entry(dataset, load_datasets()), processed, None, torch.device("cpu"))
-    model = model_of(run, task)
-    model.load_state_dict(ck["model"])
-    x, y, _ = next(task.train_batches(B, torch.Generator().manual_seed(6)))
-    with torch.no_grad():
-        h = model.encode(x)[0]                                                                  # (B, d)
-    W = model.head.W.detach().clone()                                                          # (C, d)
-    var = torch.linalg.svdvals(W - W.mean(0)).square().cumsum(0)
-    spread = ", ".join(f"{k}: {var[k - 1] / var[-1]:.2f}" for k in (8, 32, 128) if k <= len(var))
-    about = (f"Class embeddings W of a trained run ({dataset}, method {run_dir.parent.name}, checkpoint after "
-             f"{ck['epoch']} epochs + {ck.get('step', 0)} batches; C = {len(W):,}, d = {h.shape[1]}; mean row norm "
-             f"{W.norm(dim=1).mean():.2f}, norm of the mean row {W.mean(0).norm():.2f}; share of the centred rows' "
-             f"variance in the top k principal directions, {spread}); queries = the encoder's features of {B} "
-             f"training examples")
-    print(about, flush=True)
-    return W, h, y, about
+    return bench(W.to(sc.DEV), h.to(sc.DEV), y.to(sc.DEV), repeats)
 
 
 def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> list[dict]:
@@ -206,15 +145,15 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
     q, M = q + 1, (q + 1) * B  # each example selects q + 1 classes: room for its label and its q hardest negatives
     rows = []
     for label, name, params in configs(n):
-        if SELECTORS.get(name).requires and DEV.type != "cpu":
+        if SELECTORS.get(name).requires and sc.DEV.type != "cpu":
             continue  # the library indexes (faiss-cpu, Annoy) search host arrays: not GPU selectors
-        sel = SELECTORS.get(name)(n, **params).to(DEV)
+        sel = SELECTORS.get(name)(n, **params).to(sc.DEV)
         sel.bind(W)
-        sync()
+        sc.sync()
         t0 = time.perf_counter()
         if sel.needs_index:
             sel.update(W, torch.Generator().manual_seed(2))
-        sync()
+        sc.sync()
         build = time.perf_counter() - t0
         for var in variants(name, n, params, q):  # one structure, queried several ways
             for k, v in var.items():
@@ -233,228 +172,6 @@ def bench(W: torch.Tensor, h: torch.Tensor, y: torch.Tensor, repeats: int) -> li
                   f"  mass {mass:.3f}", flush=True)
         sel = None  # released before the next selector is built
     return rows
-
-
-STEP_SELECTORS = {  # one setting per selector family for the training-step comparison (M = 1%)
-    "optimal": ("optimal", {}), "random": ("random", {}), "pca_hash": ("pca_hash", {"bits": 12, "rebuild_every": None}),
-    "kmeans": ("kmeans", {"clusters": 1024, "iters": 5, "rebuild_every": None}),
-    "hf": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}),
-    "hf_prefilter": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15, "prefilter": 4}),
-    "hf_prefilter_23": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 23, "prefilter": 4}),
-    "hf_wide": ("hf", {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 16, "prefilter": 4,
-                       "probe_width": 8}),
-    "faiss_ivf": ("faiss_ivf", {"nlist": 1024, "nprobe": 8, "rebuild_every": None}),
-    "annoy": ("annoy", {"trees": 10, "metric": "dot", "search_k": 16 * 10 * 41, "rebuild_every": None}),  # 16x default at 10^6
-}
-
-
-def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
-    """One training step (loss, backward, lazy Adam) of the full softmax and of the selective softmax
-    with every selector (the index built once beforehand, not timed: it is rebuilt every T steps)."""
-    from xcbench.heads.full_softmax import FullSoftmax
-    from xcbench.heads.selective_softmax import SelectiveSoftmax
-    from xcbench.optim.lazy_adam import LazyAdam
-    from xcbench.registry import SELECTORS
-
-    g = torch.Generator().manual_seed(0)
-    W = mixture(n, d, g)
-    y = torch.randint(n, (B,), generator=g)
-    h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
-    W, h, y = W.to(DEV), h.to(DEV), y.to(DEV)
-    out = {"n": n, "d": d, "B": B, "M": n // 100}
-    heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
-    for key, (sel, params) in STEP_SELECTORS.items():
-        library = SELECTORS.get(sel).requires
-        if library is None or (has(library) and DEV.type == "cpu"):
-            heads[key] = lambda sel=sel, params=params: SelectiveSoftmax(
-                d, n, torch.Generator().manual_seed(1), selector=sel, selector_params=params, M=n // 100)
-    for key, make in heads.items():
-        head = make().to(DEV)
-        with torch.no_grad():
-            head.W.copy_(W)
-        head.on_epoch_start(0, torch.Generator().manual_seed(2))
-        opt = LazyAdam(head.parameters(), lr=1e-3)
-        gen = torch.Generator().manual_seed(3)
-
-        def step():
-            loss = head.loss(h, y, None, gen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        out[f"{key}_step_s"] = timed(step, repeats)[0]
-        print(f"n={n} {key} step {out[f'{key}_step_s']:.3f} s", flush=True)
-        head = opt = None  # released before the next head is built
-    out["speedup"] = {k[:-7]: out["full_step_s"] / v for k, v in out.items() if k.endswith("_step_s") and k != "full_step_s"}
-    return out
-
-
-def rerank_floor(n: int, d: int, B: int, pools: tuple[int, ...], repeats: int, first_P: int = 12500) -> dict:
-    """What any pool-and-re-rank selector pays at least: per query, P sorted random rows of W gathered and
-    times h (the forest's re-rank without its walks), against exact top-k, the (B, n) product read once
-    for all B queries. Gathers move P d floats per query at memory speed; the product runs at BLAS speed.
-    At `first_P` rows per query (what HF's best-first walks pool for precision 0.8 at n = 10^6) the rows are
-    also read from cheaper copies of W, a first pass that an exact re-rank of a short list would follow:
-    bfloat16 (half the bytes) and int8 with a scale per row (a quarter)."""
-    g = torch.Generator().manual_seed(0)
-    W, h = torch.randn(n, d, generator=g).to(DEV), torch.randn(B, d, generator=g).to(DEV)
-    q = math.ceil(n // 100 / B) + 1
-    out = {"n": n, "d": d, "B": B, "exact_s": timed(lambda: (h @ W.T).topk(q, dim=1), repeats)[0], "pools": {},
-           "storage": {}}
-    for P in pools:
-        cand = torch.randint(n, (B, P), generator=g).sort(1).values.to(DEV)                     # (B, P)
-        out["pools"][P] = timed(lambda: torch.stack([W.index_select(0, cand[b]) @ h[b] for b in range(B)]), repeats)[0]
-        print(f"n={n} re-rank of {P} gathered rows per query {out['pools'][P]:.3f} s, exact top-k {out['exact_s']:.3f} s", flush=True)
-    P, cand = first_P, torch.randint(n, (B, first_P), generator=g).sort(1).values.to(DEV)   # (B, P)
-    Wb, hb = W.to(torch.bfloat16), h.to(torch.bfloat16)
-    s8 = W.abs().amax(1) / 127                                                                  # (n,) per-row scale
-    W8 = (W / s8.unsqueeze(1)).round().to(torch.int8)                                           # (n, d)
-    firsts = {"float32": lambda b: W.index_select(0, cand[b]) @ h[b],
-              "bfloat16": lambda b: Wb.index_select(0, cand[b]) @ hb[b],
-              "int8 x row scale": lambda b: (W8.index_select(0, cand[b]).float() @ h[b]) * s8[cand[b]]}
-    for name, f in firsts.items():
-        out["storage"][name] = {"P": P, "s": timed(lambda: torch.stack([f(b) for b in range(B)]), repeats)[0]}
-        print(f"n={n} {P} rows per query read as {name}: {out['storage'][name]['s']:.3f} s", flush=True)
-    return out
-
-
-def kmeans_compare(n: int, d: int, settings=((32, 8192, 20), (1024, None, 5))) -> list[dict]:
-    """xcbench.kmeans (Lloyd in torch) against faiss.Kmeans on the mixture: K centroids fitted on a
-    sample of `fit` rows (None: all n) for `iters` iterations from the same initial rows, then every
-    row assigned; wall seconds and the mean squared distance to the assigned centroid."""
-    if not has("faiss") or DEV.type != "cpu":
-        return []
-    import faiss
-    import numpy as np
-
-    from xcbench.kmeans import kmeans, nearest
-
-    W = mixture(n, d, torch.Generator().manual_seed(0))
-    rows = []
-    for K, fit, iters in settings:
-        g = torch.Generator().manual_seed(5)
-        X = W[torch.randperm(n, generator=g)[:fit]] if fit else W
-        C0 = X[torch.randperm(len(X), generator=g)[:K]].clone()
-        t0 = time.perf_counter()
-        C, _ = kmeans(X, C0, max_iter=iters)
-        a = nearest(W, C)
-        ours = time.perf_counter() - t0
-        mse_ours = (W - C[a]).square().sum(1).mean().item()
-        t0 = time.perf_counter()
-        km = faiss.Kmeans(d, K, niter=iters, seed=5, max_points_per_centroid=len(X) // K + 1)
-        km.train(np.ascontiguousarray(X.numpy()), init_centroids=np.ascontiguousarray(C0.numpy()))
-        _, I = km.index.search(np.ascontiguousarray(W.numpy()), 1)
-        theirs = time.perf_counter() - t0
-        Cf = torch.from_numpy(km.centroids)
-        mse_faiss = (W - Cf[torch.from_numpy(I[:, 0])]).square().sum(1).mean().item()
-        rows.append({"n": n, "d": d, "K": K, "fit_rows": len(X), "iters": iters, "ours_s": ours, "faiss_s": theirs,
-                     "ours_mse": mse_ours, "faiss_mse": mse_faiss})
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
-
-
-def family(tag: str) -> str:
-    """A row's marker group: the selector's name, HF's best-first walks apart."""
-    name = tag.split()[0]
-    return "hf best-first" if name == "hf" and "probe=" in tag else name
-
-
-def where(meta: dict) -> str:
-    """The header's machine: the GPU's name on CUDA, else the CPU threads (older JSON has no device)."""
-    dev = meta.get("device", "")
-    return f"CUDA, {dev}, torch {meta['torch']}" if meta.get("cuda") else f"{meta['threads']} CPU threads, {meta['machine']}"
-
-
-def mixture_mass(rows: list[dict]) -> str:
-    """Why the mass column is near 0 on the mixture, with optimal's and random's shares from `rows`."""
-    mass = {(r["n"], r["selector"]): r["mass"] for r in rows if "mass" in r}
-    ns = sorted(n for n, sel in mass if sel == "optimal" and (n, "random") in mass)
-    if not ns:
-        return ""
-    ratios = [mass[n, "optimal"] / mass[n, "random"] for n in ns]
-    shares = [mass[n, sel] for n in ns for sel in ("optimal", "random")]
-    span = f"{min(ratios):.1f}" if f"{min(ratios):.1f}" == f"{max(ratios):.1f}" else f"{min(ratios):.1f}-{max(ratios):.1f}"
-    return (" On the mixture the logits W h are of unit scale, so the softmax spreads over all n classes and any "
-            f"selection holds about |S_i| / n of it (optimal's top-q {span}x random's share, "
-            f"both {share(min(shares))} to {share(max(shares))}): the column tells the selectors apart on trained "
-            "embeddings (`--trained`, selectors_trained.md), not here.")
-
-
-def share(m: float) -> str:
-    """A share in [0, 1] to three decimals, or to two significant digits where three decimals would print 0."""
-    return f"{m:.3f}" if m >= 0.0005 else f"{m:.1e}"
-
-
-def selector_table(rows: list[dict], name: str, meta: dict) -> list[str]:
-    """Precision vs selection time: the figure OUT/<name>.png and the table's markdown lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ns = sorted({r["n"] for r in rows})
-    fig, axes = plt.subplots(1, len(ns), figsize=(4.2 * len(ns), 3.4), squeeze=False)
-    for ax, n in zip(axes[0], ns):
-        for fam, mk in (("optimal", "*"), ("random", "x"), ("pca_hash", "s"), ("kmeans", "D"), ("hf", "o"),
-                        ("hf best-first", "P"), ("faiss_ivf", "^"), ("annoy", "v")):
-            pts = [(1000 * r["select_s"], r["precision"]) for r in rows if r["n"] == n and family(r["selector"]) == fam]
-            if pts:
-                ax.scatter(*zip(*pts), marker=mk, label=fam, s=22)
-        ax.set_xscale("log")
-        ax.set_xlabel("selection time per batch (ms)")
-        ax.set_ylabel("precision vs optimal")
-        ax.set_title(f"n = {n:,}, M = 1%")
-        ax.legend(frameon=False, fontsize=7)
-    fig.tight_layout()
-    fig.savefig(OUT / f"{name}.png", dpi=130)
-    lines = [f"# Selectors: precision vs selection time ({where(meta)})", "",
-             meta.get("embeddings", "Class embeddings: a mixture of n/100 clusters (benchmarks/selector_bench.py docstring)") +
-             f"; B = {rows[0]['B']} queries, M = 1% of n, precision = share of each query's exact top-q negatives "
-             "(q = ceil(M / B)) in its own selection.", "",
-             "Mass: the share of each query's softmax mass over its negatives, sum_{c != y} softmax(W h)_c, that its "
-             "own selection covers (the part of the negatives' gradient the restricted softmax keeps)." +
-             ("" if "embeddings" in meta else mixture_mass(rows)), "",
-             "Pooled: HF's distinct classes re-ranked per query.", "",
-             "| n | selector | build (s) | selection (ms / batch) | precision | mass | selected (batch) | pooled / query | "
-             "selection / optimal's |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for n in ns:
-        opt = next(r["select_s"] for r in rows if r["n"] == n and r["selector"] == "optimal")
-        for r in (r for r in rows if r["n"] == n):
-            mass = share(r["mass"]) if "mass" in r else "-"  # runs before the column was added
-            pooled = f"{r['pooled']:,.0f}" if "pooled" in r else "-"
-            lines.append(f"| {n:,} | {r['selector']} | {r['build_s']:.2f} | {1000 * r['select_s']:.1f} | "
-                         f"{r['precision']:.3f} | {mass} | {r['selected']} | {pooled} | {r['select_s'] / opt:.3f} |")
-    return lines
-
-
-def render(rows: list[dict], steps: list[dict], km: list[dict], name: str, meta: dict, floor: list[dict] = ()) -> None:
-    lines = selector_table(rows, name, meta) if rows else [
-        f"# The re-rank's floor ({where(meta)}; benchmarks/selector_bench.py --floor-only)"]
-    for fl in floor:
-        lines += ["", f"The re-rank's floor at n = {fl['n']:,} (B = {fl['B']}, d = {fl['d']}): P sorted random rows gathered "
-                  f"per query and multiplied by it (`rerank_floor`), against exact top-k ({1000 * fl['exact_s']:.0f} ms, one "
-                  f"(B, n) product):", "", "| rows per query P | re-rank (ms) | / exact top-k |", "|---|---|---|"]
-        lines += [f"| {int(P):,} | {1000 * s:.0f} | {s / fl['exact_s']:.2f} |" for P, s in fl["pools"].items()]
-        if fl.get("storage"):
-            lines += ["", "Gathers of P rows per query from cheaper copies of W (a first pass; an exact re-rank of a "
-                      "short list would follow), side by side in the same run:", "",
-                      "| rows read as | rows per query P | first pass (ms) | / exact top-k |", "|---|---|---|---|"]
-            lines += [f"| {k} | {v['P']:,} | {1000 * v['s']:.0f} | {v['s'] / fl['exact_s']:.2f} |" for k, v in fl["storage"].items()]
-    for st in steps:
-        lines += ["", f"One training step at n = {st['n']:,} (loss, backward, lazy Adam; B = {st['B']}, d = {st['d']}, "
-                  f"M = {st['M']:,}; index built beforehand):", "",
-                  "| head | selector setting | step (s) | speed-up vs full |", "|---|---|---|---|",
-                  f"| full softmax | - | {st['full_step_s']:.3f} | 1.0x |"]
-        lines += [f"| selective | {k} {STEP_SELECTORS[k][1]} | {st[k + '_step_s']:.3f} | {v:.1f}x |"
-                  for k, v in st["speedup"].items()]
-    if km:
-        lines += ["", "k-means: xcbench.kmeans (torch Lloyd) vs faiss.Kmeans, same initial centroids, then every row assigned:", "",
-                  "| n | d | K | rows fitted | iterations | ours (s) | faiss (s) | ours / faiss | MSE ours | MSE faiss |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['n']:,} | {r['d']} | {r['K']} | {r['fit_rows']:,} | {r['iters']} | {r['ours_s']:.2f} | {r['faiss_s']:.2f} | "
-                  f"{r['ours_s'] / r['faiss_s']:.2f} | {r['ours_mse']:.4f} | {r['faiss_mse']:.4f} |" for r in km]
-    data = {"meta": meta, "rows": rows, "steps": steps, "kmeans": km, "floor": list(floor)}
-    write_outputs(name, data, "\n".join(lines))
 
 
 def main() -> None:
@@ -481,18 +198,17 @@ def main() -> None:
     if a.render_only:
         saved = json.loads((OUT / f"{a.name}.json").read_text())
         return render(saved["rows"], saved["steps"], saved["kmeans"], a.name, saved["meta"], saved.get("floor", ()))
-    global DEV
     from xcbench.device import device_name, pick_device
 
-    DEV = pick_device(a.device)
+    sc.DEV = pick_device(a.device)
     OUT.mkdir(exist_ok=True)
     meta = {"threads": torch.get_num_threads(), "machine": platform.machine(), "torch": torch.__version__,
-            "device": device_name(DEV), "cuda": DEV.type == "cuda"}
+            "device": device_name(sc.DEV), "cuda": sc.DEV.type == "cuda"}
     if a.trained:
         ds = a.trained.parent.parent.name
         W, h, y, meta["embeddings"] = trained(a.trained, a.experiment, ds,
                                               a.processed or f"data/processed/{ds}/dataset.npz", a.batch)
-        rows, steps, km, floor = bench(W.to(DEV), h.to(DEV), y.to(DEV), a.repeats), [], [], []
+        rows, steps, km, floor = bench(W.to(sc.DEV), h.to(sc.DEV), y.to(sc.DEV), a.repeats), [], [], []
     elif a.floor_only:
         rows, steps, km = [], [], []
         floor = [rerank_floor(n, a.d, a.batch, (2500, 5000, 10000, 20000), a.repeats) for n in a.step_n]

@@ -26,47 +26,10 @@ from pathlib import Path
 
 import torch
 from common import write_outputs
+from floors import gemm_gflops, optimizer_seconds, rnn_flop_formulas, sync, syncs_of_a_step
 from torch.utils.flop_counter import FlopCounterMode
 
 OUT = Path(__file__).resolve().parent / "out"
-
-
-def _rnn_flops(input, *weights, out_shape=None, backward: bool = False, **_) -> int:
-    """A fused recurrent op's matrix products, which torch's FlopCounterMode does not count (nn.LSTM runs as
-    mkldnn_rnn_layer on the CPU, _cudnn_rnn on CUDA, counted as 0 FLOPs): 2 x tokens x the entries of every
-    weight matrix (w_ih, w_hh of each layer) forward, twice that backward (the inputs' and the weights'
-    gradients). `input` (T, B, I) or (B, T, I); `weights` the op's other arguments, matrices among them."""
-    mats = [w for w in _flat(weights) if isinstance(w, torch.Size) and len(w) == 2]
-    tokens = input[0] * input[1] if len(input) == 3 else input[0]
-    return (4 if backward else 2) * tokens * sum(m[0] * m[1] for m in mats)
-
-
-def _flat(xs):
-    for x in xs:
-        if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
-            yield from _flat(x)
-        else:
-            yield x
-
-
-def _rnn_layer_flops(input, w_ih, w_hh, *_, out_shape=None, backward: bool = False, **__) -> int:
-    """mkldnn_rnn_layer(_backward): one layer, its input-hidden and hidden-hidden matrices next to its input."""
-    return _rnn_flops(input, w_ih, w_hh, backward=backward)
-
-
-def rnn_flop_formulas() -> dict:
-    """FlopCounterMode's custom_mapping for the fused recurrent ops of this torch (those it has)."""
-    aten, out = torch.ops.aten, {}
-    for name, f, back in (("mkldnn_rnn_layer", _rnn_layer_flops, False), ("mkldnn_rnn_layer_backward", _rnn_layer_flops, True),
-                          ("_cudnn_rnn", _rnn_flops, False), ("_cudnn_rnn_backward", _rnn_flops, True)):
-        if hasattr(aten, name):
-            out[getattr(aten, name)] = functools.partial(f, backward=back)
-    return out
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0,
@@ -120,41 +83,6 @@ def weights_after_steps(experiment: str, scale: str, dataset: str, processed: st
     return h.hexdigest()[:16]
 
 
-def syncs_of_a_step(step, device: torch.device) -> dict[str, int]:
-    """Host synchronisations one call of `step()` makes on CUDA, by the source line that made them
-    (torch.cuda.set_sync_debug_mode's warnings); {} on the CPU."""
-    import warnings
-    from collections import Counter
-
-    if device.type != "cuda":
-        return {}
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            step()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return dict(Counter(f"{Path(w.filename).name}:{w.lineno}" for w in seen if "synchroniz" in str(w.message)))
-
-
-def optimizer_seconds(opt: torch.optim.Optimizer, steps: int, device: torch.device) -> float:
-    """Median seconds of the optimizer's update alone (`optimizer_step`, as train_step makes it), repeated
-    `steps` times on the gradients the last step left: the share of a step that no loss or sampler change can
-    remove (dense Adam reads and writes every parameter row, and all its moments, whatever rows got a
-    gradient). It moves the weights on; callers time it after every other measurement of the model."""
-    from xcbench.runtime import optimizer_step
-
-    times = []
-    for _ in range(max(1, steps)):
-        _sync(device)
-        t0 = time.perf_counter()
-        optimizer_step(opt)
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
         evaluate: bool = True, draws: str | None = None, warmup: int = 1) -> dict:
     from xcbench.seed import draws_device, torch_generator
@@ -164,7 +92,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     draws = train_cfg.get("draws", "cpu")
     t0 = time.perf_counter()
     model.head.on_epoch_start(0, torch_generator(seed, "index"))
-    _sync(device)
+    sync(device)
     build_s = time.perf_counter() - t0
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", draws_device(draws, device))
     clip = train_cfg.get("grad_clip")
@@ -174,7 +102,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     for i in range(steps + warmup):
         t0 = time.perf_counter()
         x, y, idx = next(batches)
-        _sync(device)
+        sync(device)
         waits.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
@@ -187,16 +115,16 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
                 matmul_flops = float("nan")
         else:
             train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
-        _sync(device)
+        sync(device)
         times.append(time.perf_counter() - t0)
     # the same steps back to back, one synchronisation at the end: what the training loop sees when nothing
     # inside a step waits for the GPU (xcbench.train reads the loss sum every CHECK_EVERY steps)
     batches = list(itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps))
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for i, (x, y, idx) in enumerate(batches):
         train_step(model, opt, x, y, idx, loss_gen, steps + i + 2, clip)
-    _sync(device)
+    sync(device)
     chained_s = (time.perf_counter() - t0) / max(1, len(batches))
     opt_s = optimizer_seconds(opt, steps, device)
     x, y, idx = batches[0]
@@ -219,20 +147,6 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
 
 
-def gemm_gflops(device: torch.device, n: int = 2048, reps: int = 5) -> float:
-    """The device's float32 matrix-product rate here (GFLOP/s, best of reps): what a step's matmul FLOPs
-    would take if they ran at it (the `floor ms` column: the arithmetic floor, gathers and launches not counted)."""
-    a = torch.randn(n, n, device=device)
-    best = float("inf")
-    for _ in range(reps + 1):
-        _sync(device)
-        t0 = time.perf_counter()
-        a @ a
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 / best / 1e9
-
-
 def table(rows: list[dict], title: str) -> str:
     lines = [f"# {title}", "", "| method | draws | ms / step | chained ms / step | optimizer ms | host syncs / step | "
              "matmul floor ms | data wait ms | index build s | eval s | batches / epoch | epoch (min) | epochs | run (h) |",
@@ -246,7 +160,7 @@ def table(rows: list[dict], title: str) -> str:
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
         lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward; "
-                  f"fused LSTM layers, which it counts as 0, by formula: rnn_flop_formulas) at "
+                  f"fused LSTM layers, which it counts as 0, by formula: floors.rnn_flop_formulas) at "
                   f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
                   "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
                   "timed alone (synchronised before and after); chained: the same number of steps back to back, one "

@@ -225,11 +225,11 @@ def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    ts = _load("train_step")
+    fl = _load("floors")
     T, B, I, H = 5, 3, 6, 4
     lstm = torch.nn.LSTM(I, H, num_layers=2, batch_first=batch_first)
     x = torch.randn((B, T, I) if batch_first else (T, B, I))
-    with FlopCounterMode(display=False, custom_mapping=ts.rnn_flop_formulas()) as counter:
+    with FlopCounterMode(display=False, custom_mapping=fl.rnn_flop_formulas()) as counter:
         out, _ = lstm(x)
         out.sum().backward()
     per_token = 2 * (4 * H * (I + H) + 4 * H * (H + H))  # forward multiply-adds x 2, both layers
@@ -280,13 +280,13 @@ def test_train_step_times_the_optimizer_update_alone_and_renders_it_beside_old_r
 
     import torch
 
-    ts = _load("train_step")
+    fl, ts = _load("floors"), _load("train_step")
     p = torch.nn.Parameter(torch.randn(7, 3, generator=torch.Generator().manual_seed(0)))
     p.grad = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
     q = copy.deepcopy(p)
     q.grad = p.grad.clone()
     opt, ref = torch.optim.Adam([p], lr=0.1), torch.optim.Adam([q], lr=0.1)
-    assert ts.optimizer_seconds(opt, 3, torch.device("cpu")) > 0
+    assert fl.optimizer_seconds(opt, 3, torch.device("cpu")) > 0
     for _ in range(3):
         ref.step()
     assert torch.equal(p, q) and not torch.equal(p, q.grad)
