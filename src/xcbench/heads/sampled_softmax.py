@@ -1,12 +1,7 @@
-"""Cosine (normalised) softmax and sampled softmax with a proposal q (Bengio & Senecal 2008;
-Rawat et al. 2019, RF-softmax eqs. 1-6).
+"""Sampled softmax: the target against m negatives drawn from a proposal q, log-q corrected (Bengio & Senecal 2008;
+Rawat et al. 2019, RF-softmax equations 1-6), on the logits of `normalized_softmax` (heads/normalized_softmax.py:
+o_c = tau h . e_c, optionally normalised or absolute).
 
-Logits o_c = tau h . e_c with h and e_c L2-normalised when `normalize` (the RF-softmax setting:
-"1/sqrt(tau)" is the paper's softmax temperature, 0.3 there, so tau = 11.1). With `absolute`
-(Blanc & Rendle's absolute softmax, used with the quadratic kernel) the logits are tau |h . e_c|;
-`scores` then returns those logits too, so evaluation measures the distribution that was trained.
-
-`normalized_softmax` (FULL): cross-entropy over all n classes.
 `sampled_softmax`: for target t and m negatives s_1..s_m drawn i.i.d. with replacement from q(. | h),
     o'_t   = o_t                                   (correct: negatives, RF-softmax eq. 5)
     o'_t   = o_t - log(m q(t | h))                 (correct: both, the MIDX reference code's loss_func.py)
@@ -40,10 +35,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from xcbench.heads.base import Head, check_param, class_weights
-from xcbench.heads.full_softmax import softmax_ce
+from xcbench.heads.base import check_param
+from xcbench.heads.normalized_softmax import NormalizedSoftmax
 from xcbench.registry import HEADS, SAMPLERS
 from xcbench.samplers.base import Sampler
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
@@ -94,38 +88,6 @@ def pick_one_positive(y: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tens
     rows = (n > 0).nonzero().squeeze(1)
     r = (rand(len(rows), gen, y.device) * n[rows]).long()
     return rows, y[rows, r]
-
-
-@HEADS.register("normalized_softmax")
-class NormalizedSoftmax(Head):
-
-    def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, tau: float = 1.0,
-                 normalize: bool = True, absolute: bool = False, init_std: float = 0.01) -> None:
-        super().__init__(in_dim, n_classes, gen)
-        self.E = class_weights(n_classes, in_dim, gen, init_std)                                 # (n, d)
-        self.tau, self.normalize, self.absolute = tau, normalize, absolute
-
-    def _unit(self, z: torch.Tensor) -> torch.Tensor:
-        return F.normalize(z, dim=-1) if self.normalize else z
-
-    def _logit(self, dot: torch.Tensor) -> torch.Tensor:
-        z = dot.abs() if self.absolute else dot
-        # tau z with tau = 1 is z bit for bit: skipping the product spares a full (B, n) tensor and its backward
-        # (MIDX Table 7's Full on Sports: about 15% of a 16 s CPU step, 21,073 x 18,357 logits)
-        return z if self.tau == 1.0 else self.tau * z
-
-    def class_embeddings(self) -> nn.Parameter:
-        return self.E
-
-    def rows(self, ids: torch.Tensor, sparse: bool = False) -> torch.Tensor:
-        """Class embeddings of `ids` (any shape), normalised when `normalize`: (..., d)."""
-        return self._unit(F.embedding(ids, self.E, sparse=sparse))
-
-    def scores(self, h):
-        return self._logit(self._unit(h) @ self._unit(self.E).T)                             # (B, n)
-
-    def loss(self, h, y, idx, gen):
-        return softmax_ce(self.scores(h), y)
 
 
 def grad_rows(g: torch.Tensor | None, device: torch.device) -> torch.Tensor:
