@@ -5,8 +5,12 @@
 #   1. tests/test_cuda.py (device draws against their exact q, a sync-free sampled step, a device-draws run resumed);
 #   2. benchmarks/train_step.py on every Table 4 method, draws cpu and device: ms a step alone and chained, host
 #      syncs a step by source line (train_step_midx_table4_paper_ptb_cuda_draws.{json,md});
-#   3. benchmarks/train_concurrency.py: k runs of lstm_midx_pq with device draws on the one GPU.
-# Carry data/processed/ptb and .whl (benchmarks/gpu_env.sh). A check on the CPU (no GPU: steps 2-3 only):
+#   3. benchmarks/train_concurrency.py: k runs of lstm_midx_pq with device draws on the one GPU;
+#   4. (GRAPH_DATASETS, e.g. "ptb wikitext-2") every Table 4 method's steps replayed from CUDA graphs
+#      (train_step.py --cuda-graph; heads that cannot be captured are left out, saying why), per dataset:
+#      train_step_midx_table4_paper_<dataset>_cuda_graph.{json,md}, what `train: {draws: device, cuda_graph: true}`
+#      would make Table 4 cost (studies/cuda_graphs measured 1.2-2.0 ms a step for five PTB methods by hand).
+# Carry data/processed/ptb (and wikitext-2 for step 4) and .whl (benchmarks/gpu_env.sh). A check on the CPU (no GPU: steps 2-3 only):
 #   DEVICE=cpu STEPS=2 METHODS=lstm_midx_pq K="1" SKIP_TESTS=1 bash benchmarks/gpu_draws.sh
 # PYTEST_K: a -k expression for step 1; every process runs on one CPU thread, as the DAG's jobs.
 set -u
@@ -30,4 +34,11 @@ step concurrency 130 python3 benchmarks/train_concurrency.py --experiment config
   --dataset ptb --processed data/processed/ptb/dataset.npz --method lstm_midx_pq --k ${K:-1 4 8} --steps 200 \
   --device "$DEVICE" --draws device --name "train_concurrency_ptb_${DEVICE}_draws"
 cp benchmarks/out/train_concurrency_ptb_"${DEVICE}"_draws.* "$LOGS/" 2>/dev/null; grep "^| " "$LOGS/concurrency.log"; pack
+for ds in ${GRAPH_DATASETS:-}; do
+  step "graph_$ds" "${GRAPH_S:-150}" python3 benchmarks/train_step.py --experiment config/experiments/midx/table4.yaml \
+    --scale paper --dataset "$ds" --processed "data/processed/$ds/dataset.npz" --device "$DEVICE" --steps "$STEPS" \
+    --threads 1 --cuda-graph ${METHODS:+--methods $METHODS} --name "train_step_midx_table4_paper_${ds}_${DEVICE}_graph" \
+    --out-dir "$LOGS"
+  grep "^| \|left out" "$LOGS/graph_$ds.log"; pack
+done
 exit 0

@@ -23,8 +23,8 @@ import statistics
 import time
 
 import torch
+from built import build
 from common import OUT, write_outputs
-from train_step import build
 
 FORMS = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True, "foreach": False}}
 

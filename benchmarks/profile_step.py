@@ -14,8 +14,9 @@ import argparse
 import itertools
 
 import torch
+from built import build
 from torch.profiler import ProfilerActivity, profile
-from train_step import build, run_args
+from train_step import run_args
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ Writes benchmarks/out/train_step_<paper>_<artifact>_<scale>.{json,md}.
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import json
 import statistics
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from built import build
 from common import write_outputs
 from floors import gemm_gflops, optimizer_seconds, rnn_flop_formulas, sync, syncs_of_a_step
 from torch.utils.flop_counter import FlopCounterMode
@@ -32,72 +32,32 @@ from torch.utils.flop_counter import FlopCounterMode
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed: int = 0,
-          draws: str | None = None) -> tuple:
-    """(method spec, train config, model, optimizer) of one run as `xcbench train` builds them, the head set
-    up and the model in training mode; the head's index is not built yet (callers time it apart).
-    `draws`: the run's `train.draws` replaced (None: the experiment's)."""
-    from xcbench.run import make_run
-    from xcbench.step import make_optimizer, setup_head
-    from xcbench.train import model_of
-
-    run = make_run(exp, dataset, method, seed)
-    train_cfg = {**run.train, "draws": draws} if draws else run.train
-    model = model_of(run, task).to(device)
-    opt = make_optimizer(model, train_cfg)
-    setup_head(model, task, device, train_cfg)
-    model.train()
-    return run.head, train_cfg, model, opt
-
-
-def weights_after_steps(experiment: str, scale: str, dataset: str, processed: str, method: str, steps: int,
-                        run_step=lambda step: step(), features: str | None = None) -> str:
-    """`steps` training steps of one run from its seed-0 start on the CPU, as `xcbench train` takes them
-    (deterministic kernels, the global generator seeded for dropout), each run as `run_step(step)` so that a
-    caller can measure it; the first 16 hex digits of the sha256 of the weights after them (equal digests: the
-    same weights bit for bit); `features`: the features file where the task reads one. The studies that compare
-    process settings (allocator, huge pages) call it in a fresh process per setting, after configuring that process."""
-    import hashlib
-
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
-    from xcbench.device import deterministic_kernels
-    from xcbench.seed import seed_global, torch_generator
-    from xcbench.step import train_step
-    from xcbench.tasks.base import make_task
-
-    exp = resolve_experiment(load_experiment(experiment), scale)
-    dev = torch.device("cpu")
-    deterministic_kernels(dev)
-    seed_global(0)
-    task = make_task(exp, dataset_entry(dataset, load_datasets()), processed, features, dev, 0, dataset=dataset)
-    _, cfg, model, opt = build(exp, task, dataset, method, dev)
-    model.head.on_epoch_start(0, torch_generator(0, "index"))
-    gen = torch_generator(0, "loss")
-    batches = itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")), steps)
-    for i, (x, y, idx) in enumerate(batches):
-        run_step(functools.partial(train_step, model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip")))
-    h = hashlib.sha256()
-    for t in model.state_dict().values():
-        h.update(t.detach().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
-        evaluate: bool = True, draws: str | None = None, warmup: int = 1) -> dict:
+        evaluate: bool = True, draws: str | None = None, warmup: int = 1, cuda_graph: bool = False) -> dict:
+    """One method's step rate. `cuda_graph`: its steps replayed from a captured CUDA graph, as `train.cuda_graph`
+    runs them (graphs.py; draws on the device; its eager warm-up and capture steps are untimed)."""
+    from xcbench import graphs
     from xcbench.seed import draws_device, torch_generator
     from xcbench.step import evaluate_splits, train_step
 
-    spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed, draws)
+    spec, train_cfg, model, opt = build(exp, task, dataset, method, device, seed, "device" if cuda_graph else draws)
     draws = train_cfg.get("draws", "cpu")
+    graphs.check({**train_cfg, "cuda_graph": cuda_graph}, device, model.head)  # a clear error where it cannot be had
     t0 = time.perf_counter()
     model.head.on_epoch_start(0, torch_generator(seed, "index"))
     sync(device)
     build_s = time.perf_counter() - t0
     bs, loss_gen = int(train_cfg["batch_size"]), torch_generator(seed, "loss", draws_device(draws, device))
     clip = train_cfg.get("grad_clip")
+    graphed = graphs.GraphedStep(lambda x, y, idx: train_step(model, opt, x, y, idx, loss_gen, 0, clip),
+                                 (loss_gen,)) if cuda_graph else None
+
+    def step(x, y, idx, k: int):
+        return graphed(x, y, idx) if graphed else train_step(model, opt, x, y, idx, loss_gen, k, clip)
+
     times, waits = [], []   # the step; the wait for its batch (rows generated per batch: data/faces.py)
-    warmup = max(1, warmup)  # untimed first steps: the first also counts FLOPs; more reach the steady state
+    # untimed first steps: the first also counts FLOPs; more reach the steady state (a graph: its capture too)
+    warmup = max(1, warmup, graphs.WARMUP + 1 if cuda_graph else 1)
     batches = itertools.islice(task.train_batches(bs, torch_generator(seed, "batches")), steps + warmup)
     for i in range(steps + warmup):
         t0 = time.perf_counter()
@@ -108,13 +68,13 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
             try:
                 with FlopCounterMode(display=False, custom_mapping=rnn_flop_formulas()) as counter:
-                    train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
+                    step(x, y, idx, i + 1)
                 matmul_flops = counter.get_total_flops()
             except (RuntimeError, NotImplementedError) as e:  # an operator the counter cannot trace: no floor
                 print(f"train_step: {method}: no FLOP count ({type(e).__name__}: {e})", flush=True)
                 matmul_flops = float("nan")
         else:
-            train_step(model, opt, x, y, idx, loss_gen, i + 1, clip)
+            step(x, y, idx, i + 1)
         sync(device)
         times.append(time.perf_counter() - t0)
     # the same steps back to back, one synchronisation at the end: what the training loop sees when nothing
@@ -123,12 +83,12 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     sync(device)
     t0 = time.perf_counter()
     for i, (x, y, idx) in enumerate(batches):
-        train_step(model, opt, x, y, idx, loss_gen, steps + i + 2, clip)
+        step(x, y, idx, steps + i + 2)
     sync(device)
     chained_s = (time.perf_counter() - t0) / max(1, len(batches))
     opt_s = optimizer_seconds(opt, steps, device)
     x, y, idx = batches[0]
-    syncs = syncs_of_a_step(lambda: train_step(model, opt, x, y, idx, loss_gen, 2 * steps + 2, clip), device)
+    syncs = syncs_of_a_step(lambda: step(x, y, idx, 2 * steps + 2), device)
     model.eval()
     t0 = time.perf_counter()
     if evaluate:  # --skip-eval: at 750K identities scoring every validation row against every class takes minutes
@@ -139,7 +99,8 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "chained_step_ms": 1e3 * chained_s, "optimizer_ms": 1e3 * opt_s,
-            "draws": draws, "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
+            "draws": draws, "cuda_graph": bool(graphed and graphed.replays),
+            "syncs_per_step": sum(syncs.values()) if device.type == "cuda" else None,
             "sync_sources": syncs, "flops_counted": "matmul+rnn",
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - warmup, "warmup_steps": warmup,
@@ -197,6 +158,9 @@ def main() -> None:
                    "several times slower than over positive ones (studies/adam_zero_rows)")
     p.add_argument("--note", default="", help="appended to the table's title: the conditions of the measurement "
                    "(e.g. 'one thread beside two one-thread trainings')")
+    p.add_argument("--cuda-graph", action="store_true", help="steps replayed from a captured CUDA graph, as "
+                   "`train.cuda_graph: true` runs them (draws on the device); a method whose head cannot be "
+                   "captured is left out, with why")
     p.add_argument("--skip-eval", action="store_true",
                    help="do not time an evaluation (eval s: nan; epoch and run times then leave it out)")
     p.add_argument("--nondeterministic", action="store_true",
@@ -207,6 +171,7 @@ def main() -> None:
     from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import deterministic_kernels, device_name, pick_device
     from xcbench.runtime import configure_process
+    from xcbench.schema import ConfigError
     from xcbench.tasks.base import make_task
 
     configure_process(a.threads)  # the allocator and thread settings `xcbench train --threads` uses
@@ -224,7 +189,12 @@ def main() -> None:
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
     for i, (method, draws) in enumerate(methods):
-        r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws, warmup=a.warmup)
+        try:
+            r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws,
+                    warmup=a.warmup, cuda_graph=a.cuda_graph)
+        except ConfigError as e:  # --cuda-graph on a head that cannot be captured (or without a GPU)
+            print(f"train_step: {method}: left out: {e}", flush=True)
+            continue
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
@@ -234,7 +204,8 @@ def main() -> None:
         done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"
         warm = "a warm-up" if a.warmup <= 1 else f"{a.warmup} warm-up steps"
         title = (f"Step rate: {exp['paper']}/{exp['artifact']} at scale {a.scale} on {a.dataset} "
-                 f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}; "
+                 f"({rows[0]['device']}{', atomic kernels' if a.nondeterministic else ''}"
+                 f"{', steps replayed from CUDA graphs' if a.cuda_graph else ''}; "
                  f"median of {a.steps} steps after {warm}; projected times{done})" + (f"; {a.note}" if a.note else ""))
         write_outputs(name, rows, table(rows, title), a.out_dir)
     print(table(rows, title) if rows else "train_step: no method to measure")

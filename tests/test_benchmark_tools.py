@@ -313,3 +313,21 @@ def test_train_step_times_its_steps_after_the_warm_up_it_is_given(tiny_xmc, tiny
                    warmup=warmup)
         assert (r["steps_timed"], r["warmup_steps"]) == (3, seen)
         assert r["step_ms"] > 0 and r["optimizer_ms"] > 0 and r["matmul_gflop"] > 0
+
+
+def test_train_step_asks_for_a_gpu_and_a_capturable_head_before_timing_cuda_graphs(tiny_xmc, tiny_exp):
+    """--cuda-graph on the CPU, or on a head whose step cannot be captured, is a clear error (main() then leaves the
+    method out, saying why), never eager steps timed under the graph's name."""
+    import pytest
+    import torch
+
+    from xcbench.config import ConfigError, normalise_methods
+    from xcbench.tasks.base import make_task
+
+    ts = _load("train_step")
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
+    task = make_task(tiny_exp, entry, processed, feats, torch.device("cpu"), 0)
+    with pytest.raises(ConfigError, match="needs a CUDA device"):
+        ts.one(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", torch.device("cpu"), 2, evaluate=False,
+               cuda_graph=True)

@@ -314,3 +314,21 @@ def test_a_cuda_graph_run_gives_the_eager_runs_metrics(prepared, tmp_path, head,
     for k, a in out[False].items():
         if isinstance(a, float):
             assert out[True][k] == pytest.approx(a, rel=1e-4, abs=1e-6), k
+
+
+@pytest.mark.skipif(STANDIN, reason="CUDA graphs exist on CUDA only")
+def test_train_step_times_steps_replayed_from_a_cuda_graph(tiny_xmc, tiny_exp):
+    """benchmarks/train_step.py --cuda-graph: the timed steps are replays (after the eager warm-up and the capture),
+    with the draws on the device and no host synchronisation in a replayed step."""
+    from conftest import load_benchmark
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    ts = load_benchmark("train_step")
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
+    task = make_task(tiny_exp, entry, processed, feats, CUDA, 0)
+    r = ts.one(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", CUDA, 3, evaluate=False, cuda_graph=True)
+    assert r["cuda_graph"] and r["draws"] == "device" and r["warmup_steps"] >= 3
+    assert r["syncs_per_step"] == 0 and r["step_ms"] > 0

@@ -49,8 +49,8 @@ def sqrt_cases(n: int, rounds: int) -> list[dict]:
 
 
 def step_phases(a) -> list[dict]:
-    """Each training step of one run from its seed-0 start, timed as train_step.weights_after_steps takes it."""
-    from train_step import weights_after_steps
+    """Each training step of one run from its seed-0 start, timed as built.weights_after_steps takes it."""
+    from built import weights_after_steps
 
     d, times = a.dataset, []
 

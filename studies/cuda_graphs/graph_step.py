@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from train_step import build  # noqa: E402
+from built import build  # noqa: E402
 
 
 def chained_ms(step, batches) -> tuple[float, float]:

@@ -46,7 +46,7 @@ def sports_task() -> tuple[dict, object]:
 
 
 def run(exp: dict, task, init: str, epochs: int, method: str, lr: float | None = None) -> list[dict]:
-    from train_step import build
+    from built import build
 
     from xcbench.seed import torch_generator
     from xcbench.step import evaluate_splits, train_step

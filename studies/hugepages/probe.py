@@ -43,7 +43,7 @@ def step_ms(a, method: str, huge: bool) -> float:
 BITS = """
 import sys
 sys.path.insert(0, "benchmarks")
-from train_step import weights_after_steps
+from built import weights_after_steps
 from xcbench.runtime import configure_process
 configure_process(1)
 experiment, scale, dataset, processed, method, steps = sys.argv[1:7]

@@ -31,7 +31,7 @@ SETTINGS = {  # mallopt calls after xcbench.runtime's own: (param, value)
 CHILD = """
 import ctypes, ctypes.util, json, resource, sys, time
 sys.path.insert(0, "benchmarks")
-from train_step import weights_after_steps
+from built import weights_after_steps
 from xcbench.runtime import configure_process
 experiment, scale, dataset, processed, method, steps, calls = sys.argv[1:8]
 configure_process(1)
