@@ -48,10 +48,20 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     return {"why": why, "command": cmd}
 
 
+SETTLED_AT_START = ("log_n_classes", "n_classes")  # a run's constants: known once it has started
+
+
+def settled_at_start(metric: str) -> bool:
+    """Whether a claim's metric is fixed before the first epoch ends (the curve's first point, `initial.*`, or a
+    constant of the run), so that a run kept cut short already gives its final value."""
+    return metric.startswith("initial.") or metric in SETTLED_AT_START
+
+
 def claims_waiting(rows: list[dict]) -> list[dict]:
     """For every claim of `config/claims/` and dataset it is checked on at the paper scale: the runs (first seed)
     it compares that are not kept whole, with the hours they still owe; claims whose runs are all kept whole are
-    left out. A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
+    left out, and so are those that read only metrics settled at a run's start from runs kept at all (cut short
+    too). A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
     from xcbench.io import read_yaml
     from xcbench.reporting.claim_values import side_methods
     from xcbench.run import run_location
@@ -68,6 +78,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
                 continue
             sides = [c.get("left"), c.get("right")] + list(c.get("across", {}).get("gain", {}).values())
             sides = [x for x in sides if x]
+            early = all(settled_at_start(x.get("metric", "")) for x in sides)
             methods = sorted({m for x in sides for m in side_methods(x, exp) if m in exp["methods"]})
             named = {x["dataset"] for x in sides if x.get("dataset")}
             datasets = [d for d in exp["datasets"] if not named or d in named]
@@ -78,7 +89,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
                     for m in methods:
                         owner, key = run_location(exp, d, m, exp["seeds"][0])
                         r = index.get((exp["paper"], owner, d, key, exp["seeds"][0]))
-                        if r is not None and r["kept_epochs"] < r["epochs"]:
+                        if r is not None and r["kept_epochs"] < r["epochs"] and not (early and r["kept_epochs"]):
                             need.append(r)
                 if need:
                     out.append({"paper": spec["paper"], "claim": c["id"], "dataset": label, "runs": need,
@@ -102,7 +113,7 @@ def claims_section(rows: list[dict], top: int = 30) -> list[str]:
              f"with the runs it compares (first seed) not kept whole and the hours they still owe; `-` where a run has "
              f"no step rate on that kind of machine. The {min(top, len(waiting))} cheapest on the CPU of "
              f"{len(waiting)} waiting; a run kept cut short counts as owed (its claim is checked at its last epoch "
-             f"until then).", "",
+             f"until then), except for claims that read only what a run's start settles (`initial.*`, log n).", "",
              "| claim | dataset | runs owed | CPU h | GPU h |", "|---|---|---|---|---|"]
     for w in waiting[:top]:
         runs = ", ".join(f"{r['artifact']}/{r['method']}" + (f" ({r['kept_epochs']}/{r['epochs']})" if r["kept_epochs"]

@@ -217,6 +217,22 @@ def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
     assert ("seqrec_sas_rq_ge_pq", "seqrec-sports") not in waiting()
 
 
+def test_paper_cost_does_not_hold_a_claim_on_a_curves_start_for_a_cut_run(tmp_path):
+    """SCENT's curves_start_at_log_k reads the validation CE before training and log K: a run kept cut after 4 of
+    50 epochs already settles it, while sox_below_bsgd, on final training CE, waits on its cut runs."""
+    import json as _json
+
+    paper_cost, cost_next = _load("paper_cost"), _load("cost_next")
+    for method in ("scent", "sox", "bsgd", "sgd"):
+        run = tmp_path / "scent" / "table_final" / "synthetic-faces-360k" / method / "seed0"
+        run.mkdir(parents=True)
+        (run / "metrics.json").write_text(_json.dumps({"device_name": "cpu", "cut_short_after_epoch": 4}))
+    got = {w["claim"] for w in cost_next.claims_waiting(paper_cost.plan(tmp_path, []))}
+    assert "sox_below_bsgd" in got and "scent_below_sox" in got
+    assert not {"curves_start_at_log_k_upper", "curves_start_at_log_k_lower"} & got
+    assert cost_next.settled_at_start("initial.val_ce") and not cost_next.settled_at_start("final.val_ce")
+
+
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first):
     """torch's FlopCounterMode counts nn.LSTM (mkldnn_rnn_layer on the CPU) as 0 FLOPs, so an LSTM model's
