@@ -46,7 +46,7 @@ from pathlib import Path
 
 import selector_common as sc
 import torch
-from selector_common import has, mixture, timed, trained
+from selector_common import has, mixture_problem, timed, trained
 from selector_costs import kmeans_compare, rerank_floor, step_ratio
 from selector_report import OUT, render
 
@@ -123,10 +123,7 @@ def scores_of(mask: torch.Tensor, top: torch.Tensor, p_neg: torch.Tensor) -> tup
 
 
 def bench_n(n: int, d: int, B: int, repeats: int) -> list[dict]:
-    g = torch.Generator().manual_seed(0)
-    W = mixture(n, d, g)
-    y = torch.randint(n, (B,), generator=g)
-    h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
+    W, h, y = mixture_problem(n, d, B)
     return bench(W.to(sc.DEV), h.to(sc.DEV), y.to(sc.DEV), repeats)
 
 

@@ -45,6 +45,15 @@ def mixture(n: int, d: int, g: torch.Generator) -> torch.Tensor:
     return mu[torch.randint(len(mu), (n,), generator=g)] + 0.5 * torch.randn(n, d, generator=g) / math.sqrt(d)
 
 
+def mixture_problem(n: int, d: int, B: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(W (n, d), h (B, d), y (B,)) on the CPU from seed 0: the mixture and B queries near their classes,
+    h_i = w_{y_i} + 0.5 e_i, e_i ~ N(0, I_d / d), y_i uniform."""
+    g = torch.Generator().manual_seed(0)
+    W = mixture(n, d, g)
+    y = torch.randint(n, (B,), generator=g)
+    return W, W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d), y
+
+
 def trained(run_dir: Path, experiment: str, dataset: str, processed: str, B: int) -> tuple:
     """(W, h, y, description) of a trained class-selection run: its class embeddings W (C, d) from
     checkpoint.pt and the features h = encoder(x) (B, d) of B training examples (seeded draw), labels y."""

@@ -34,11 +34,7 @@ def step_ratio(n: int, d: int, B: int, repeats: int) -> dict:
     from xcbench.optim.lazy_adam import LazyAdam
     from xcbench.registry import SELECTORS
 
-    g = torch.Generator().manual_seed(0)
-    W = sc.mixture(n, d, g)
-    y = torch.randint(n, (B,), generator=g)
-    h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
-    W, h, y = W.to(sc.DEV), h.to(sc.DEV), y.to(sc.DEV)
+    W, h, y = (t.to(sc.DEV) for t in sc.mixture_problem(n, d, B))
     out = {"n": n, "d": d, "B": B, "M": n // 100}
     heads = {"full": lambda: FullSoftmax(d, n, torch.Generator().manual_seed(1))}
     for key, (sel, params) in STEP_SELECTORS.items():

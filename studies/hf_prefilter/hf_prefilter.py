@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # selector_bench's data and measure
-from selector_bench import mixture, per_example_mask  # noqa: E402
+from selector_bench import per_example_mask  # noqa: E402
+from selector_common import mixture_problem  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SETTINGS = ((15, 0, 1), (15, 4, 1), (23, 0, 1), (23, 4, 1), (15, 4, 5), (16, 4, 8), (20, 4, 10))  # (probe, prefilter k, probe_width)
@@ -45,10 +46,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
     n, d, B = a.n, 256, 256
-    g = torch.Generator().manual_seed(0)
-    W = mixture(n, d, g)
-    y = torch.randint(n, (B,), generator=g)
-    h = W[y] + 0.5 * torch.randn(B, d, generator=g) / math.sqrt(d)
+    W, h, y = mixture_problem(n, d, B)
     params = {"trees": 10, "leaf": 64, "rebuild_every": None, "rerank": "inner", "probe": 15}
     heads = {"hf": SelectiveSoftmax(d, n, torch.Generator().manual_seed(1), selector="hf", selector_params=params, M=n // 100),
              "full": FullSoftmax(d, n, torch.Generator().manual_seed(1))}
