@@ -104,11 +104,11 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
     for f, exp in zip(files, resolved):
         if exp.get("runs_of"):
             continue  # a view: its runs are its owner's
-        epochs = int(exp.get("train", {}).get("epochs", 1))
         for d, m, s in sorted(set(expected_runs(exp)) | {r for r in view_runs(f, "paper") if r[1] in exp["methods"]}):
             owner, key = run_location(exp, d, m, s)
             if owner != exp["artifact"]:
                 continue  # trained (and counted) by the artifact that owns the identical run
+            epochs = int(method_config(exp, d, m)[1].get("epochs", 1))  # a dataset's or method's own epochs win
             metrics = root / exp["paper"] / owner / d / key / f"seed{s}" / "metrics.json"
             done = json.loads(metrics.read_text()) if metrics.exists() else None
             if done:  # trained past where today's stopping rule ends it: finished there

@@ -187,6 +187,19 @@ def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_pa
     assert "| midx/fig7b | synthetic-sphere-10k | 7 | a measurement job" in md
 
 
+def test_paper_cost_projects_each_run_over_its_own_epochs(tmp_path):
+    """Class selection Figure 2 trains 30 epochs, its WikiText-2 column 40 (`per_dataset`): a run's epochs and its
+    projection are its own merged train config's, not the experiment's top level."""
+    paper_cost = _load("paper_cost")
+    rec = {"paper": "class_selection", "artifact": "fig2", "method": "full", "gpu": False, "epochs": 40, "run_h": 20.0,
+           "step_ms": 500.0, "source": "train_step_class_selection_fig2_paper.json"}
+    records = [{**rec, "dataset": "wikitext-2"}, {**rec, "dataset": "synthetic-faces-87k", "epochs": 30, "run_h": 30.0}]
+    rows = {(r["dataset"], r["method"]): r for r in paper_cost.plan(tmp_path, records)
+            if (r["paper"], r["artifact"]) == ("class_selection", "fig2") and r["seed"] == 0}
+    assert rows["wikitext-2", "full"]["epochs"] == 40 and rows["wikitext-2", "full"]["cpu"]["run_h"] == 20.0
+    assert rows["synthetic-faces-87k", "full"]["epochs"] == 30 and rows["synthetic-faces-87k", "full"]["cpu"]["run_h"] == 30.0
+
+
 def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
     """MIDX's seqrec_sas_rq_ge_pq compares SASRec's MIDX-rq and MIDX-pq on each Table 7 dataset: with MIDX-rq kept
     whole on Sports it waits on MIDX-pq alone there, and on both elsewhere; with MIDX-pq kept cut short it still
