@@ -430,6 +430,14 @@ def test_captions_name_the_machine_of_each_run():
     assert machines(exp, []) == ""
 
 
+def test_front_table_says_which_methods_rest_on_fewer_seeds():
+    """A front compares means: where one method has three seeds and the others one, the runs cell names it."""
+    from xcbench.reporting.fronts import runs_cell
+    assert runs_cell({"Full": 3, "MIDX": 3}) == "2 methods, 6 runs"
+    assert runs_cell({"Full": 1, "MIDX-rq": 3, "Uniform": 1}) == "3 methods, 5 runs; MIDX-rq on 3 seeds, the others on 1"
+    assert runs_cell({"a": 3, "b": 3, "c": 2}) == "3 methods, 8 runs; c on 2 seeds, the others on 3"
+
+
 def test_pareto_front_keeps_the_undominated_methods_cheapest_first():
     """Hand-made points (accuracy, cost): b is dominated by a (less accurate, dearer), d by c (as accurate,
     dearer); e ties a exactly and stays; the front reads cheapest first."""

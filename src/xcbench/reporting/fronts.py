@@ -34,6 +34,18 @@ def pareto_front(points: dict[str, tuple[float, float]], better: str = "max") ->
     return sorted((k for k, v in pts.items() if not dominated(v)), key=lambda k: (pts[k][1], -pts[k][0]))
 
 
+def runs_cell(labels: dict[str, int]) -> str:
+    """"k methods, r runs" for {method label: its runs}; where the methods have unequal numbers of seeds, which have
+    how many, since their means then rest on different draws (the commonest count as "the others")."""
+    cell = f"{len(labels)} methods, {sum(labels.values())} runs"
+    counts = sorted(set(labels.values()))
+    if len(counts) < 2:
+        return cell
+    common = max(counts, key=lambda n: (sum(v == n for v in labels.values()), n))
+    odd = ", ".join(f"{m} on {n}" for m, n in labels.items() if n != common)
+    return f"{cell}; {odd} seeds, the others on {common}"
+
+
 def _n_classes(recs: list[dict], dataset: str) -> str:
     n = {r.get("n_classes") for r in recs if r["dataset"] == dataset and r.get("n_classes")}
     return f"{n.pop():,}" if len(n) == 1 else "–"
@@ -49,16 +61,16 @@ def front_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path
     for d in exp["datasets"]:
         for c in opts["costs"]:
             scale, digits = float(c.get("scale", 1.0)), int(c.get("digits", 1))
-            points, seeds = {}, 0
+            points, runs = {}, {}
             for m in exp["methods"]:
                 a, b = aggregate(recs, d, m, y), aggregate(recs, d, m, c["key"])
                 if a and b:
                     points[m] = (a["mean"], b["mean"] * scale)
-                    seeds += min(a["n"], b["n"])
+                    runs[method_label(exp, m)] = min(a["n"], b["n"])
             front = pareto_front(points, better)
             cells = [f"{method_label(exp, m)} ({points[m][0]:.3f}, {points[m][1]:.{digits}f})" for m in front]
             rows.append([pretty(d), _n_classes(recs, d), c["label"], "; ".join(cells) or "–",
-                         f"{len(points)} methods, {seeds} runs"])
+                         runs_cell(runs)])
             long += [[d, c["key"], m, points[m][0], points[m][1], m in front] for m in points]
     caption = exp.get("title", exp["artifact"])
     as_good = "is at least as accurate" if better == "max" else f"has a {ylab} at most as high"
