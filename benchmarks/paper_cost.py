@@ -108,11 +108,12 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
             owner, key = run_location(exp, d, m, s)
             if owner != exp["artifact"]:
                 continue  # trained (and counted) by the artifact that owns the identical run
-            epochs = int(method_config(exp, d, m)[1].get("epochs", 1))  # a dataset's or method's own epochs win
+            _, train_cfg, model_cfg = method_config(exp, d, m)
+            epochs = int(train_cfg.get("epochs", 1))  # a dataset's or method's own epochs win
             metrics = root / exp["paper"] / owner / d / key / f"seed{s}" / "metrics.json"
             done = json.loads(metrics.read_text()) if metrics.exists() else None
             if done:  # trained past where today's stopping rule ends it: finished there
-                done = as_today(done, method_config(exp, d, m)[1])
+                done = as_today(done, train_cfg)
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
@@ -123,7 +124,7 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
             # an unfinished run continues from its checkpoint (whatever run made it); without one it starts again
             owed = epochs - (row["checkpoint_epoch"] or 0) if trained < epochs else 0
             mine = step_signature(exp, d, m)
-            recurrent = "lstm" in str(encoder_config(method_config(exp, d, m)[2]).get("name", ""))
+            recurrent = "lstm" in str(encoder_config(model_cfg).get("name", ""))
 
             def same_step(r: dict, d=d, mine=mine) -> bool:  # another artifact's record, of a run stepping as this one
                 other = experiment_of(exps, r["paper"], r["artifact"])

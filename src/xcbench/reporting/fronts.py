@@ -12,6 +12,7 @@ front is then that of -y.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from xcbench.io import write_text
@@ -38,10 +39,10 @@ def runs_cell(labels: dict[str, int]) -> str:
     """"k methods, r runs" for {method label: its runs}; where the methods have unequal numbers of seeds, which have
     how many, since their means then rest on different draws (the commonest count as "the others")."""
     cell = f"{len(labels)} methods, {sum(labels.values())} runs"
-    counts = sorted(set(labels.values()))
-    if len(counts) < 2:
+    seeds = Counter(labels.values())                                               # {seeds: methods with as many}
+    if len(seeds) < 2:
         return cell
-    common = max(counts, key=lambda n: (sum(v == n for v in labels.values()), n))
+    common = max(seeds, key=lambda n: (seeds[n], n))
     odd = ", ".join(f"{m} on {n}" for m, n in labels.items() if n != common)
     return f"{cell}; {odd} seeds, the others on {common}"
 
