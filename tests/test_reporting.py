@@ -111,6 +111,30 @@ def test_sweep_by_device_never_joins_a_gpu_step_time_to_a_cpu_one(tmp_path, cata
     assert "| d1 | S | 100 | 0.5 |" in md and "(cpu)" not in md
 
 
+@pytest.mark.parametrize("render, panels", [({"renderer": "sweep", "y": "P@1"}, (0, 1)),
+                                            ({"renderer": "curves", "curves": ["val_P@1"]}, (0, 1)),
+                                            ({"renderer": "proposal_cdf"}, (0, 2))])  # panels: d1's first, d2's first
+def test_a_method_keeps_its_colour_on_a_panel_that_lacks_an_earlier_method(tmp_path, catalogue, monkeypatch, render,
+                                                                           panels):
+    """The figure has one legend for every panel, so a method's line must look the same on each: m2 on d2,
+    where m1 has no run, keeps m2's colour and marker from d1 (it once took m1's there: the styles followed
+    the panel's own lines)."""
+    from xcbench.reporting import style
+    for d, m in (("d1", "m1"), ("d1", "m2"), ("d2", "m2")):
+        write_json(tmp_path / "quick" / "p" / "t" / d / m / "seed0" / "metrics.json",
+                   {"metrics": {"P@1": 0.5}, "curves": {"val_P@1": [0.1, 0.5]},
+                    "head": {"cdf": {"ranks": [1, 2], **{st: {"sampler": [0.5, 1.0], "softmax": [0.6, 1.0]}
+                                                        for st in ("first", "last")}}}})
+    figs, save = [], style.save
+    monkeypatch.setattr(style, "save", lambda fig, out: figs.append(fig) or save(fig, out))
+    exp = {**EXP, "seeds": [0], "methods": {"m1": {"head": "m1", "x": 1}, "m2": {"head": "m2", "x": 2}},
+           "render": {"kind": "figure", **render}}
+    RENDERERS.get(render["renderer"])(exp, str(tmp_path), str(tmp_path / "f"), catalogue)
+    ax1, ax2 = (figs[0].axes[i] for i in panels)
+    look = [{ln.get_label(): (ln.get_color(), ln.get_marker()) for ln in ax.get_lines()} for ax in (ax1, ax2)]
+    assert set(look[1]) == {"m2"} and look[1]["m2"] == look[0]["m2"] != look[0]["m1"]
+
+
 def test_claims_verdicts(results, tmp_path):
     write_yaml(tmp_path / "exps" / "t.yaml", {k: v for k, v in EXP.items() if k != "scale"})
     claims = {"paper": "p", "claims": [

@@ -24,12 +24,15 @@ def proposal_cdf(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
     opts, recs = exp["render"], collect(results, exp)
     panels = [(d, st) for d in exp["datasets"] for st in STAGES]
     fig, axes = style.figure(len(panels))
-    rows = []
+    rows, palette = [], style.palette()
+    drawn = [m for m in exp["methods"] if any(r["method"] == m and "cdf" in r.get("head", {}) for r in recs)]
+    rank = {m: j for j, m in enumerate(drawn)}  # one colour and line style per method on every panel
     for ax, (d, stage) in zip(axes[0], panels):
         runs = {r["method"]: r["head"]["cdf"] for r in recs if r["dataset"] == d and "cdf" in r.get("head", {})}
-        for j, (meth, c) in enumerate(runs.items()):
+        for meth, c in runs.items():
+            j = rank[meth]
             ax.plot(c["ranks"], c[stage]["sampler"], label=method_label(exp, meth), linewidth=1,
-                    linestyle=LINESTYLES[j % len(LINESTYLES)])
+                    linestyle=LINESTYLES[j % len(LINESTYLES)], color=palette[j % len(palette)])
             gap = max(abs(a - b) for a, b in zip(c[stage]["softmax"], c[stage]["sampler"]))
             rows.append(f"| {pretty(d)} | {STAGES[stage]} | {method_label(exp, meth)} | {gap:.3f} |")
         ref = runs.get(opts.get("softmax_of"))

@@ -32,10 +32,12 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     recs = collect(results, exp)
     fig, axes = style.figure(len(exp["datasets"]) * len(keys))
     panels = [(d, k, yl) for d in exp["datasets"] for k, yl in zip(keys, ylabels)]
+    palette = style.palette()
+    drawn = [m for m in exp["methods"] if any(r["method"] == m for r in recs)]  # one style per method on every panel
     clip = opts.get("clip_above_start")  # y axis up to this factor x the largest epoch-0 value (divergent runs leave the frame)
     for ax, (d, key, ylabel) in zip(axes[0], panels):
         starts = []
-        for j, meth in enumerate(exp["methods"]):
+        for j, meth in enumerate(drawn):
             runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
             if not runs:
                 continue
@@ -47,7 +49,8 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             if not len(x):
                 continue
             (line,) = ax.plot(x, Y.mean(0), label=method_label(exp, meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
-                              linestyle=LINESTYLES[j % len(LINESTYLES)], markevery=max(1, len(x) // 12))
+                              linestyle=LINESTYLES[j % len(LINESTYLES)], markevery=max(1, len(x) // 12),
+                              color=palette[j % len(palette)])
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
             starts.append(np.nanmax(Y[:, 0]))
@@ -76,6 +79,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
     method = next(iter(exp["methods"]))
     groups = opts["groups"]
     fig, axes = style.figure(len(groups), len(exp["datasets"]))
+    palette = style.palette()
     rows = []
     for i, d in enumerate(exp["datasets"]):
         runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == method]
@@ -86,7 +90,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
                 pts = [(e, v) for e, v in zip(runs[0]["epoch"], runs[0][key]) if v is not None]
                 Y = np.asarray([[dict(zip(c["epoch"], c[key])).get(e) for e, _ in pts] for c in runs], float)
                 ax.plot([e for e, _ in pts], Y.mean(0), label=name, marker=MARKERS[j % len(MARKERS)], markersize=3,
-                        linestyle=LINESTYLES[j % len(LINESTYLES)])
+                        linestyle=LINESTYLES[j % len(LINESTYLES)], color=palette[j % len(palette)])
                 rows.append(f"| {pretty(d)} | {g['label']}, {name} | " + ", ".join(f"{v:.4f}" for v in Y.mean(0)) + " |")
             ax.set_title(f"{pretty(d)}: {g['label']}")
             ax.set_xlabel("epoch")

@@ -88,11 +88,12 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
     look = {name + suffix: (name, k) for k, (suffix, _) in enumerate(devices) for name in names}  # series -> (name, device)
     fig, axes = style.figure(len(panels))
     palette = style.palette()
+    drawn = {look[series][0] for lines in panels for series in lines}
+    rank = {name: j for j, name in enumerate(n for n in names if n in drawn)}  # one style per series on every panel
     for ax, datasets, lines in zip(axes[0], groups, panels):
-        bases: dict[str, int] = {}
-        for series, pts in lines.items():  # a series keeps its colour and marker on every device; hollow off the first
+        for series, pts in lines.items():  # the same colour and marker on every panel and device; hollow off the first
             name, k = look[series]
-            j = bases.setdefault(name, len(bases))
+            j = rank[name]
             color = palette[j % len(palette)]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)], color=color,
