@@ -92,7 +92,9 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
            "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(scratch / r["path"])]
     f = r["features"]
     features = data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt" if f else None
-    if features is not None and features.exists():
+    if features is not None:
+        if not features.exists():
+            return {**r, "status": f"skipped: {features} not prepared"}
         cmd += ["--features", str(features)]
     env = {**os.environ, **({"ATEN_CPU_CAPABILITY": capability.lower(),
                              "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA.get(capability.lower(), "ALL")} if capability else {})}

@@ -260,3 +260,15 @@ def test_equal_objects_saved_twice_give_equal_files(tmp_path):
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     assert digest(tmp_path / "a.pt") == digest(tmp_path / "b" / "a.pt")
     assert torch.equal(torch.load(tmp_path / "a.pt")["train"], obj["train"])
+
+
+def test_a_task_that_reads_features_without_them_says_which_flag(tiny_xmc, tiny_exp):
+    """No --features for a task that reads them: an error naming the flag and the path to build, not torch.load's
+    "'NoneType' object has no attribute 'seek'"."""
+    from xcbench.config import ConfigError
+
+    processed, _, entry = tiny_xmc
+    exp = copy.deepcopy(tiny_exp)
+    exp["methods"] = normalise_methods(exp["methods"])
+    with pytest.raises(ConfigError, match=r"--features data/features/synthetic-xmc-tiny/"):
+        make_task(exp, entry, processed, None, DEV, 0)

@@ -67,6 +67,27 @@ def test_ova_formulas():
     assert bce.loss(h, y, idx, None).item() == pytest.approx(want.item(), rel=1e-5)
 
 
+@pytest.mark.parametrize("B, C, scale", [(3, 7, 1.0), (37, 501, 0.3), (64, 4099, 3.0)])
+@pytest.mark.parametrize("upstream", [1.0, 0.37])
+def test_fused_squared_hinge_is_bit_identical_to_autograds_chain(B, C, scale, upstream):
+    """The squared hinge's own backward gives the loss and gradient that autograd's chain of element-wise ops
+    gave, bit for bit (kept runs reproduce), including entries exactly on the margin and a scaled incoming gradient."""
+    from xcbench.heads.ova import sq_hinge_loss
+
+    g = torch.Generator().manual_seed(C)
+    o = torch.randn(B, C, generator=g) * scale
+    o[0, :3] = torch.tensor([1.0, -1.0, 0.0])                                   # on the margin for either target
+    t = multi_hot(torch.randint(-1, C, (B, 4), generator=g), C)
+    o_ref, o_new = o.clone().requires_grad_(), o.clone().requires_grad_()
+    want = torch.relu(1 - (2 * t - 1) * o_ref).square().mean()
+    got = sq_hinge_loss(o_new, t)
+    (upstream * want).backward()
+    (upstream * got).backward()
+    assert torch.equal(got, want)
+    assert torch.equal(o_new.grad, o_ref.grad)
+    assert (o_new.grad != 0).any() and (o_new.grad == 0).any()
+
+
 @pytest.mark.parametrize("multi", [False, True])
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
 def test_full_chunked_equals_full_softmax_loss_and_gradients(multi, chunk):

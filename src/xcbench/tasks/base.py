@@ -102,6 +102,16 @@ def build_task(name: str, params: dict, entry: dict, processed: str, features: s
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
 
+def load_features(features: str | None, dataset: str) -> dict:
+    """The fixed features of a task that reads them (data/features/<dataset>/<extractor><dim>.pt), with a
+    readable error where none was given."""
+    if features is None:
+        raise ConfigError(f"{dataset}: this task reads fixed features and none were given: pass --features "
+                          f"data/features/{dataset}/<extractor><dim>.pt (the experiment's `features:` names the "
+                          f"extractor and dim; `snakemake --cores 1 <that path>` builds it)")
+    return torch.load(features, weights_only=True)
+
+
 def shuffled_batches(n: int, batch_size: int, gen: torch.Generator, drop_last: bool = False, start: int = 0):
     """Index batches of a random permutation of range(n) drawn from `gen`, from batch `start` on (the
     whole permutation is drawn either way, so a resumed epoch sees the same order and leaves `gen` alike)."""

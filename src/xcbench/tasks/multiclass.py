@@ -28,7 +28,7 @@ from xcbench.data.faces import FaceModel, LazyRows
 from xcbench.data.prefetch import default_workers, read_ahead
 from xcbench.registry import TASKS
 from xcbench.seed import numpy_generator
-from xcbench.tasks.base import Param, Task, shuffled_batches
+from xcbench.tasks.base import Param, Task, load_features, shuffled_batches
 
 
 def pick_one_label(X: torch.Tensor, Y, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,7 +74,7 @@ class MultiClassTask(Task):
             self.n_classes = int(meta["n_classes"])
             how = "validation samples held out per class by the generator"
         else:
-            feats = torch.load(features, weights_only=True)
+            feats = load_features(features, entry['name'])
             tr, va = split_rows(arrays["train_Y"].shape[0], params["val_frac"], split_seed,
                                 f"{entry['name']}/val-split")
             self.x, self.y = {}, {}

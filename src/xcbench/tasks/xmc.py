@@ -14,7 +14,7 @@ import torch
 from xcbench import metrics as M
 from xcbench.data.datasets import load_npz, pad_labels, split_rows
 from xcbench.registry import TASKS
-from xcbench.tasks.base import Param, Task, shuffled_batches
+from xcbench.tasks.base import Param, Task, load_features, shuffled_batches
 
 KS = (1, 3, 5)
 
@@ -27,7 +27,7 @@ class XMCTask(Task):
     def __init__(self, params: dict, entry: dict, processed: str, features: str, device: torch.device,
                  seed: int) -> None:
         arrays, meta = load_npz(processed)
-        feats = torch.load(features, weights_only=True)
+        feats = load_features(features, entry['name'])
         self.device = device
         val_frac, split_seed = params["val_frac"], params["split_seed"]
         tr, va = split_rows(arrays["train_Y"].shape[0], val_frac, split_seed, f"{entry['name']}/val-split")
