@@ -48,6 +48,15 @@ def test_uniform_forward_and_grads_equal_dense(zero_cols):
     assert active.numel() == M - zero_cols
 
 
+def test_uniform_forward_without_bias_equals_dense():
+    """The torch kernel's output without a bias (the Triton kernels' reference)."""
+    from xcbench.sparse.ffi_torch import ffi_forward
+
+    I, W, c, x = _setup(2)
+    out = ffi_forward(x.detach(), W.detach(), I.long())
+    assert torch.allclose(out, x.detach() @ _dense_from_ffi(W.detach(), I, E), atol=1e-10, rtol=0)
+
+
 def test_distinct_indices_per_label():
     I = distinct_random_indices(E, S, M, torch.Generator().manual_seed(0))
     assert I.dtype == torch.int32 and I.shape == (S, M)
