@@ -69,9 +69,11 @@ def test_ova_formulas():
 
 @pytest.mark.parametrize("B, C, scale", [(3, 7, 1.0), (37, 501, 0.3), (64, 4099, 3.0)])
 @pytest.mark.parametrize("upstream", [1.0, 0.37])
-def test_fused_squared_hinge_is_bit_identical_to_autograds_chain(B, C, scale, upstream):
+@pytest.mark.parametrize("column_major", [False, True])
+def test_fused_squared_hinge_is_bit_identical_to_autograds_chain(B, C, scale, upstream, column_major):
     """The squared hinge's own backward gives the loss and gradient that autograd's chain of element-wise ops
-    gave, bit for bit (kept runs reproduce), including entries exactly on the margin and a scaled incoming gradient."""
+    gave, bit for bit (kept runs reproduce), including entries exactly on the margin, a scaled incoming gradient
+    and the column-major scores of the sparse layer."""
     from xcbench.heads.ova import sq_hinge_loss
 
     g = torch.Generator().manual_seed(C)
@@ -79,8 +81,13 @@ def test_fused_squared_hinge_is_bit_identical_to_autograds_chain(B, C, scale, up
     o[0, :3] = torch.tensor([1.0, -1.0, 0.0])                                   # on the margin for either target
     t = multi_hot(torch.randint(-1, C, (B, 4), generator=g), C)
     o_ref, o_new = o.clone().requires_grad_(), o.clone().requires_grad_()
-    want = torch.relu(1 - (2 * t - 1) * o_ref).square().mean()
-    got = sq_hinge_loss(o_new, t)
+    if column_major:                                                             # (B, C) views of (C, B) storage
+        o_ref, o_new = (x.detach().T.contiguous().requires_grad_() for x in (o_ref, o_new))
+        s_ref, s_new = o_ref.T, o_new.T
+    else:
+        s_ref, s_new = o_ref, o_new
+    want = torch.relu(1 - (2 * t - 1) * s_ref).square().mean()
+    got = sq_hinge_loss(s_new, t)
     (upstream * want).backward()
     (upstream * got).backward()
     assert torch.equal(got, want)
