@@ -74,7 +74,7 @@ class MultiClassTask(Task):
             self.n_classes = int(meta["n_classes"])
             how = "validation samples held out per class by the generator"
         else:
-            feats = load_features(features, entry['name'])
+            feats = load_features(features, entry["name"])
             tr, va = split_rows(arrays["train_Y"].shape[0], params["val_frac"], split_seed,
                                 f"{entry['name']}/val-split")
             self.x, self.y = {}, {}

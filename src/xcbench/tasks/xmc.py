@@ -27,7 +27,7 @@ class XMCTask(Task):
     def __init__(self, params: dict, entry: dict, processed: str, features: str, device: torch.device,
                  seed: int) -> None:
         arrays, meta = load_npz(processed)
-        feats = load_features(features, entry['name'])
+        feats = load_features(features, entry["name"])
         self.device = device
         val_frac, split_seed = params["val_frac"], params["split_seed"]
         tr, va = split_rows(arrays["train_Y"].shape[0], val_frac, split_seed, f"{entry['name']}/val-split")
