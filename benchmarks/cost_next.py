@@ -29,7 +29,7 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
     download) and the train_step command to run once the data is prepared; a learning-rate grid's points are
     measured through the experiment they extend, whose methods they step as."""
-    from xcbench.catalogue import dataset_entry
+    from xcbench.catalogue import dataset_entry, features_path
     from xcbench.registry import TASKS
 
     if not getattr(TASKS.get(exp["task"]["name"]), "trains", True):
@@ -43,8 +43,9 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
         path = path.with_name(f"{exp['extends']}.yaml")  # grid points step as their methods: measure those
     cmd = (f"python benchmarks/train_step.py --experiment {path.relative_to(REPO)} --scale paper --dataset {dataset} "
            f"--processed data/processed/{dataset}/dataset.npz")
-    if exp.get("features"):
-        cmd += f" --features data/features/{dataset}/{exp['features']['extractor']}{exp['features']['dim']}.pt"
+    features = features_path(exp.get("features"), entry)
+    if features:
+        cmd += f" --features {features}"
     return {"why": why, "command": cmd}
 
 

@@ -83,6 +83,8 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
     """Retrain one kept run and compare; under ATEN_CPU_CAPABILITY=`capability` (the vector instruction set of
     torch's CPU kernels, which moves the last bits: the kept run's own where it recorded one, else the caller's),
     oneDNN's capped at the same level."""
+    from xcbench.catalogue import dataset_entry, features_path, load_datasets
+
     processed = data / "processed" / r["dataset"] / "dataset.npz"
     if not processed.exists():
         return {**r, "status": f"skipped: {processed} not prepared"}
@@ -90,12 +92,11 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
            str(REPO / "config" / "experiments" / r["paper"] / f"{r['artifact']}.yaml"), "--scale", scale,
            "--dataset", r["dataset"], "--method", r["method"], "--seed", str(r["seed"]), "--processed", str(processed),
            "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(scratch / r["path"])]
-    f = r["features"]
-    features = data / "features" / r["dataset"] / f"{f['extractor']}{f.get('dim', 512)}.pt" if f else None
+    features = features_path(r["features"], dataset_entry(r["dataset"], load_datasets()), data)
     if features is not None:
-        if not features.exists():
+        if not Path(features).exists():
             return {**r, "status": f"skipped: {features} not prepared"}
-        cmd += ["--features", str(features)]
+        cmd += ["--features", features]
     env = {**os.environ, **({"ATEN_CPU_CAPABILITY": capability.lower(),
                              "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA.get(capability.lower(), "ALL")} if capability else {})}
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)

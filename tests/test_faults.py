@@ -224,6 +224,34 @@ def test_train_target_not_in_the_experiment_is_refused(tmp_path, tiny_xmc):
     assert not (tmp_path / "o" / "metrics.json").exists()
 
 
+def test_train_without_features_names_the_exact_file_to_build(tmp_path, tiny_xmc):
+    """`xcbench train` on a run that reads features, without --features: the error names the file the experiment's
+    `features:` gives (extractor and dim), before any data is read and nothing written."""
+    import subprocess
+    import sys
+    processed, _, _ = tiny_xmc
+    f = _exp_file(tmp_path, {"m": {"head": "full_softmax"}})
+    from xcbench.io import read_yaml, write_yaml
+    write_yaml(f, {**read_yaml(f), "features": {"extractor": "tfidf_svd", "dim": 24}})
+    r = subprocess.run([sys.executable, "-m", "xcbench", "train", "--experiment", str(f), "--scale", "tiny",
+                        "--dataset", "synthetic-xmc-tiny", "--method", "m", "--processed", str(processed),
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "--features data/features/synthetic-xmc-tiny/tfidf_svd24.pt" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_features_path_only_where_the_format_needs_an_extractor():
+    """The one spelling of a feature file (DAG, train's error, benchmarks): dim 512 by default, and none for a
+    dataset whose samples are vectors already, whatever the experiment's `features:` says."""
+    from xcbench.catalogue import features_path
+    bow, vec = {"name": "d", "format": "xc_bow"}, {"name": "f", "format": "synthetic_faces"}
+    assert features_path({"extractor": "tfidf_svd"}, bow) == "data/features/d/tfidf_svd512.pt"
+    assert features_path({"extractor": "tfidf_svd", "dim": 64}, bow, "/x/data") == "/x/data/features/d/tfidf_svd64.pt"
+    assert features_path({"extractor": "tfidf_svd"}, vec) is None
+    assert features_path(None, bow) is None
+
+
 def test_train_accepts_a_seed_that_a_view_adds_and_no_other():
     """`xcbench train` validates its target against the file's runs and its views' (table2_seeds adds seed 1 to
     four of fig2's methods): hf_5 with seed 1 is still refused (checked before any data is read)."""

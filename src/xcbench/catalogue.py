@@ -13,6 +13,7 @@ from xcbench.io import read_yaml
 from xcbench.schema import ConfigError, validate
 
 CATALOGUE = Path(__file__).resolve().parent / "datasets.yaml"  # config/datasets.yaml links here
+RAW_FORMATS = {"xc_bow"}  # formats whose samples are not feature vectors: an experiment's `features:` extractor applies
 
 
 def default_catalogue() -> Path:
@@ -36,3 +37,13 @@ def dataset_entry(name: str, catalogue: dict[str, dict]) -> dict:
         raise ConfigError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(catalogue))} "
                           "(add it to config/datasets.yaml)")
     return catalogue[name]
+
+
+def features_path(features: dict | None, entry: dict, data: str | Path = "data") -> str | None:
+    """Where the fixed features a run reads are built: <data>/features/<dataset>/<extractor><dim>.pt, from the
+    experiment's `features: {extractor, dim}` (dim 512 where unset); None where the experiment names no extractor
+    or the dataset's samples are feature vectors already (its format is not in RAW_FORMATS). The DAG's feature
+    rule, `xcbench train`'s error for a missing --features and the benchmarks that retrain runs all read it here."""
+    if not features or entry["format"] not in RAW_FORMATS:
+        return None
+    return f"{data}/features/{entry['name']}/{features['extractor']}{features.get('dim', 512)}.pt"

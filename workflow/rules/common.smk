@@ -8,7 +8,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.catalogue import load_datasets
+from xcbench.catalogue import features_path, load_datasets
 from xcbench.schema import SCHEMAS
 from xcbench.checks import check_experiment
 from xcbench.data.fetch import manual_steps
@@ -127,21 +127,11 @@ def manual_downloads():
 
 
 manual_downloads()
-RAW_FORMATS = {"xc_bow"}  # formats whose samples are not feature vectors: the experiment's extractor applies
-
-
-def features_file(exp, dataset):
-    f = exp.get("features")
-    if not f or CATALOGUE[dataset]["format"] not in RAW_FORMATS:
-        return None
-    return f"{DATA}/features/{dataset}/{f['extractor']}{f.get('dim', 512)}.pt"
-
-
 def train_inputs(w):
     """A run's data; its settings enter through `run_spec_hash` (params), not the experiment file, so
     editing notes, captions or literature rows never retrains (run.Run.spec)."""
     out = {"processed": f"{DATA}/processed/{w.dataset}/dataset.npz"}
-    features = features_file(experiment(w.paper, w.artifact, w.scale), w.dataset)
+    features = features_path(experiment(w.paper, w.artifact, w.scale).get("features"), CATALOGUE[w.dataset], DATA)
     if features:
         out["features"] = features
     return out
