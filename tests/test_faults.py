@@ -40,13 +40,20 @@ def test_checkpoint_of_other_settings_is_not_resumed(tiny_xmc, tiny_exp, tmp_pat
     assert got["curves"] == clean["curves"] and got["metrics"] == clean["metrics"]
 
 
-def test_presentation_changes_keep_the_checkpoint(tiny_xmc, tiny_exp, tmp_path, capsys):
-    """Notes or a title are not settings: the run resumes (and --finish is not one either)."""
+def test_presentation_changes_keep_the_checkpoint(tiny_xmc, tiny_exp, tmp_path, capsys, caplog):
+    """Notes or a title are not settings: the run resumes (and --finish is not one either). The resumed run's
+    log repeats the epoch recorded before the interruption (a DAG job's log file is rewritten on restart)."""
+    import logging
     with pytest.raises(KeyboardInterrupt):
         _run(tiny_xmc, tiny_exp, tmp_path / "r", interrupt_after=1)
     tiny_exp["notes"], tiny_exp["title"] = "a new paragraph", "another title"
-    _run(tiny_xmc, tiny_exp, tmp_path / "r")
+    caplog.set_level(logging.INFO, logger="xcbench")
+    got = _run(tiny_xmc, tiny_exp, tmp_path / "r")
     assert "resuming" in capsys.readouterr().out
+    lines = [r.getMessage() for r in caplog.records if " epoch " in r.getMessage() and "/3 loss=" in r.getMessage()]
+    first = f"loss={got['curves']['train_loss'][0]:.4g}"
+    assert [("epoch 1/3" in m, first in m, "(from the checkpoint)" in m) for m in lines] == \
+        [(True, True, True), (False, False, False), (False, False, False)]
 
 
 def _damage(path, kind):

@@ -36,12 +36,13 @@ def format_values(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in values.items())
 
 
-def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float) -> None:
-    """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent)."""
+def log_epoch(label: str, rec: dict, epochs: int, s_per_epoch: float | None) -> None:
+    """One line per epoch through `logging` (it reaches a DAG job's log, where tqdm is silent); with
+    `s_per_epoch` None, an epoch recorded before a resume, said so instead of an ETA."""
     vals = format_values({k: v for k, v in rec.items() if k.startswith("val_") and isinstance(v, (int, float))})
-    eta = (epochs - rec["epoch"]) * s_per_epoch
-    LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch ETA %dm%02ds", label, rec["epoch"], epochs,
-             rec["train_loss"], vals, rec["epoch_time_s"], eta // 60, eta % 60)
+    eta = None if s_per_epoch is None else (epochs - rec["epoch"]) * s_per_epoch
+    LOG.info("%s epoch %d/%d loss=%.4g %s %.1f s/epoch %s", label, rec["epoch"], epochs, rec["train_loss"], vals,
+             rec["epoch_time_s"], "(from the checkpoint)" if eta is None else f"ETA {int(eta // 60)}m{int(eta % 60):02d}s")
 
 
 def progress(label: str, epoch: int, nb: int, first: int, every_s: float | None = None):

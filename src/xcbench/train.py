@@ -122,6 +122,10 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         history.append({"epoch": 0, "lr": 0.0, "train_loss": None, "epoch_time_s": 0.0, **evaluate_splits(model, task)})
     label = (f"{spec['dataset']}/{spec['method']}" if spec  # the run's names, wherever --out points
              else f"{out_dir.parent.parent.name}/{out_dir.parent.name}")  # <dataset>/<method> of .../<dataset>/<method>/seedK
+    if ck is not None:  # the epochs before the resume, again: a DAG job's log is rewritten when it restarts
+        for rec in history:
+            if rec["epoch"] >= 1:
+                log_epoch(label, rec, epochs, None)
     check_every = 1 if device.type == "cpu" else CHECK_EVERY  # reading the loss sum on a GPU waits for it
     clip = train_cfg.get("grad_clip")
     graphed = GraphedStep(lambda x, y, idx: train_step(model, opt, x, y, idx, loss_gen, 0, clip),
