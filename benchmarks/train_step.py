@@ -96,7 +96,8 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     eval_s = time.perf_counter() - t0 if evaluate else float("nan")
     step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
     data_s = statistics.median(waits[warmup:])
-    epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + build_s  # without evaluation when skipped
+    builds = builds_per_epoch(model.head, nb, epochs)
+    epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + builds * build_s  # no evaluation when skipped
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "chained_step_ms": 1e3 * chained_s, "optimizer_ms": 1e3 * opt_s,
             "draws": draws, "cuda_graph": bool(graphed and graphed.replays),
@@ -104,20 +105,31 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             "sync_sources": syncs, "flops_counted": "matmul+rnn",
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - warmup, "warmup_steps": warmup,
-            "index_build_s": build_s, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
+            "index_build_s": build_s, "builds_per_epoch": builds, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
+
+
+def builds_per_epoch(head, nb: int, epochs: int) -> float:
+    """How often an epoch of nb steps builds the head's index, on average: a selective head's selector every
+    `rebuild_every` steps, counted across epochs (nb / T; HF-A at its first phase's T), or once for the whole
+    run where T is None (1 / epochs); a sampler's index at each epoch start (1)."""
+    sel = getattr(head, "selector", None)
+    if sel is None or not sel.needs_index:
+        return 1.0
+    return nb / sel.rebuild_every if sel.rebuild_every else 1.0 / epochs
 
 
 def table(rows: list[dict], title: str) -> str:
     lines = [f"# {title}", "", "| method | draws | ms / step | chained ms / step | optimizer ms | host syncs / step | "
-             "matmul floor ms | data wait ms | index build s | eval s | batches / epoch | epoch (min) | epochs | run (h) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "matmul floor ms | data wait ms | index build s | builds / epoch | eval s | batches / epoch | epoch (min) | "
+             "epochs | run (h) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         floor = f"{r['floor_ms']:.1f}" if r.get("floor_ms") == r.get("floor_ms") and "floor_ms" in r else "-"  # nan: -
         syncs = "-" if r.get("syncs_per_step") is None else r["syncs_per_step"]
         opt_ms = f"{r['optimizer_ms']:.1f}" if "optimizer_ms" in r else "-"  # records before it was timed: -
+        builds = f"{r['builds_per_epoch']:.3g}" if "builds_per_epoch" in r else "-"
         lines.append(f"| {r['method']} | {r.get('draws', 'cpu')} | {r['step_ms']:.1f} | {r.get('chained_step_ms', float('nan')):.1f} | "
-                     f"{opt_ms} | {syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | "
+                     f"{opt_ms} | {syncs} | {floor} | {r['data_ms']:.1f} | {r['index_build_s']:.2f} | {builds} | "
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
         lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward; "
@@ -126,8 +138,10 @@ def table(rows: list[dict], title: str) -> str:
                   "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
                   "timed alone (synchronised before and after); chained: the same number of steps back to back, one "
                   "synchronisation at the end, per step. Optimizer ms: the optimizer's update alone (part of ms / step), "
-                  "repeated on the last step's gradients. Host syncs: the synchronising CUDA calls one step makes "
-                  "(torch.cuda.set_sync_debug_mode), by source line in the .json."]
+                  "repeated on the last step's gradients. Epoch: batches x (ms / step + data wait) + eval + builds / "
+                  "epoch x index build (a selector rebuilt every T steps: batches / T; built once per run: 1 / epochs). "
+                  "Host syncs: the synchronising CUDA calls one step makes (torch.cuda.set_sync_debug_mode), by source "
+                  "line in the .json."]
     return "\n".join(lines) + "\n"
 
 

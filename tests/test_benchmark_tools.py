@@ -133,6 +133,9 @@ def test_paper_cost_compares_kept_runs_own_steps_with_their_records():
     text = " ".join(paper_cost.accuracy_section(rows))
     assert "Over the 4 kept runs" in text and "range 0.50-3.00x" in text and "median 1.50x" in text
     assert "Farthest: p/a z 3.00x (30 against 10 ms); p/a x 2.00x" in text
+    # a selector rebuilt inside its steps: the record's step with its builds spread over them (300 / 150: 2x, not 3x)
+    hf = {**row("s", 300.0, "cpu"), "cpu": {"step_ms": 100.0, "step_with_builds_ms": 150.0}}
+    assert "p/a s 2.00x (300 against 150 ms)" in " ".join(paper_cost.accuracy_section([hf]))
     assert paper_cost.accuracy_section([row("v", None, "cpu", cpu=1.0)]) == []
 
 
@@ -153,6 +156,12 @@ def test_paper_cost_gives_a_learning_rate_grid_point_its_methods_step_rate(tmp_p
     assert rows[("seqrec_lr", "nce.lr0.0003")]["cpu"]["step_ms"] == 4.0
     assert "cpu" not in rows[("seqrec_lr", "nce.lr0.003")]  # nce itself is measured nowhere
     assert "cpu" not in rows[("seqrec_lr", "hf.lr0.003")]
+    # a selector rebuilt every 100 of 200 steps an epoch, 3 s a build: its step as training sees it is 30 ms longer
+    records.append({**rec, "method": "hf", "run_h": 1.0, "step_ms": 10.0, "builds_per_epoch": 2.0,
+                    "index_build_s": 3.0, "batches_per_epoch": 200})
+    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, records) if r["paper"] == "xcbench"}
+    assert rows[("seqrec", "hf")]["cpu"]["step_with_builds_ms"] == 40.0
+    assert rows[("seqrec", "full")]["cpu"]["step_with_builds_ms"] == 20.0
 
 
 def test_paper_cost_borrows_another_artifacts_step_rate_only_for_a_run_stepping_the_same(tmp_path):
@@ -325,6 +334,28 @@ def test_train_step_times_the_optimizer_update_alone_and_renders_it_beside_old_r
     assert "| m | cpu | 10.0 | 9.0 | 4.2 | - | 1.0 |" in md and "| old | cpu | 10.0 | 9.0 | - | - | 1.0 |" in md
 
 
+def test_train_step_projects_an_epoch_with_every_index_rebuild_it_makes():
+    """A selector rebuilt every T steps builds batches / T times an epoch (HF-A at its first phase's T), one built
+    once for the run 1 / epochs times, and a sampler's index (built at each epoch start) once: the projection of
+    Figure 6's T = 100 at 87K identities was short of 85 builds of 20 s an epoch when it counted one."""
+    import torch
+
+    from xcbench.registry import HEADS
+
+    ts = _load("train_step")
+    g = torch.Generator().manual_seed(0)
+    head = lambda name, **p: HEADS.get(name)(8, 50, g, **p)  # noqa: E731
+    assert ts.builds_per_epoch(head("selective_softmax", selector_params={"rebuild_every": 7}), 700, 30) == 100
+    assert ts.builds_per_epoch(head("selective_softmax", selector_params={"rebuild_every": None}), 700, 30) == 1 / 30
+    hfa = {"T_start": 20, "T_end": 200}
+    assert ts.builds_per_epoch(head("selective_softmax", selector="hf_a", selector_params=hfa), 700, 30) == 35
+    assert ts.builds_per_epoch(head("selective_softmax", selector="random"), 700, 30) == 1
+    assert ts.builds_per_epoch(head("sampled_softmax", sampler="midx_pq", sampler_params={"K": 4}), 700, 30) == 1
+    base = {"method": "m", "step_ms": 10.0, "data_ms": 0.1, "index_build_s": 2.0, "eval_s": 1.0,
+            "batches_per_epoch": 700, "epoch_s": 60.0, "epochs": 30, "run_h": 0.5}
+    assert "| 2.00 | 100 | 1.0 | 700 |" in ts.table([{**base, "builds_per_epoch": 100.0}], "t")
+
+
 def test_train_step_times_its_steps_after_the_warm_up_it_is_given(tiny_xmc, tiny_exp):
     """`one` takes `warmup` untimed steps (at least the one that counts FLOPs), then times `steps`; the record says
     how many of each, with the optimizer's update timed apart."""
@@ -342,6 +373,30 @@ def test_train_step_times_its_steps_after_the_warm_up_it_is_given(tiny_xmc, tiny
                    warmup=warmup)
         assert (r["steps_timed"], r["warmup_steps"]) == (3, seen)
         assert r["step_ms"] > 0 and r["optimizer_ms"] > 0 and r["matmul_gflop"] > 0
+
+
+
+def test_train_step_projects_an_epoch_with_the_rebuilds_of_a_selector(prepared):
+    """A hashing forest rebuilt every 2 steps: the projected epoch counts batches / 2 index builds."""
+    import torch
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    ts = _load("train_step")
+    processed, entry = prepared("synthetic-faces-tiny")
+    exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
+           "task": {"name": "faces", "params": {"eval_train_size": 100}},
+           "render": {"kind": "table", "renderer": "metric_table"}, "datasets": ["synthetic-faces-tiny"], "seeds": [0],
+           "methods": normalise_methods({"hf": {"head": "selective_softmax", "params": {
+               "selector": "hf", "M_frac": 0.6, "selector_params": {"trees": 2, "leaf": 4, "rebuild_every": 2}}}}),
+           "model": {"encoder": {"name": "mlp", "hidden": 8}},
+           "train": {"epochs": 3, "batch_size": 32, "lr": 0.01, "optimizer": "lazy_adam"}}
+    task = make_task(exp, entry, processed, None, torch.device("cpu"), 0)
+    r = ts.one(exp, task, "synthetic-faces-tiny", "hf", torch.device("cpu"), 2, evaluate=False)
+    nb = r["batches_per_epoch"]
+    assert r["builds_per_epoch"] == nb / 2 and nb > 2
+    assert r["epoch_s"] == pytest.approx(nb * (r["step_ms"] + r["data_ms"]) / 1e3 + nb / 2 * r["index_build_s"])
 
 
 def test_train_step_asks_for_a_gpu_and_a_capturable_head_before_timing_cuda_graphs(tiny_xmc, tiny_exp):
