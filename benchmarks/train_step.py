@@ -97,7 +97,19 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
     data_s = statistics.median(waits[warmup:])
     builds = builds_per_epoch(model.head, nb, epochs)
-    epoch_s = nb * (step_s + data_s) + (eval_s if evaluate else 0.0) + builds * build_s  # no evaluation when skipped
+    sel = getattr(model.head, "selector", None)
+    phases = [{"from_epoch": 0, **({"trees": sel.trees, "T": sel.rebuild_every} if hasattr(sel, "phase_epochs") else {}),
+               "step_ms": 1e3 * step_s, "index_build_s": build_s, "builds_per_epoch": builds}]
+    for e in phase_starts(model.head, epochs)[1:]:  # HF-A: each later phase's trees and T, timed at its start
+        phases.append(time_phase(model.head, e, nb, batches, step, device, torch_generator(seed, "index")))
+    model.train()
+    ends = [p["from_epoch"] for p in phases[1:]] + [epochs]
+    for p, end in zip(phases, ends):  # no evaluation when skipped
+        p["epochs"] = end - p["from_epoch"]
+        p["epoch_s"] = nb * (p["step_ms"] / 1e3 + data_s) + (eval_s if evaluate else 0.0) + \
+            p["builds_per_epoch"] * p["index_build_s"]
+    epoch_s = sum(p["epochs"] * p["epoch_s"] for p in phases) / epochs
+    builds = sum(p["epochs"] * p["builds_per_epoch"] for p in phases) / epochs
     return {"method": method, "head": spec["head"], "step_ms": 1e3 * step_s, "data_ms": 1e3 * data_s,
             "chained_step_ms": 1e3 * chained_s, "optimizer_ms": 1e3 * opt_s,
             "draws": draws, "cuda_graph": bool(graphed and graphed.replays),
@@ -106,7 +118,31 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             "matmul_gflop": matmul_flops / 1e9,
             "read_ahead": task.read_ahead, "steps_timed": len(times) - warmup, "warmup_steps": warmup,
             "index_build_s": build_s, "builds_per_epoch": builds, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
-            "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600}
+            "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600, **({"phases": phases} if len(phases) > 1 else {})}
+
+
+def phase_starts(head, epochs: int) -> list[int]:
+    """The epochs at which an adaptive selector (HF-A) starts a phase with its next trees and T; [0] for others."""
+    every = getattr(getattr(head, "selector", None), "phase_epochs", None)
+    return list(range(0, epochs, every)) if every else [0]
+
+
+def time_phase(head, epoch: int, nb: int, batches: list, step, device: torch.device, gen: torch.Generator) -> dict:
+    """HF-A as training meets it at the start of `epoch`: the phase's trees and T (progress epoch / epochs), its
+    forest built (timed), then the steps of `batches` after the first, untimed."""
+    t0 = time.perf_counter()
+    head.on_epoch_start(epoch * nb, gen)  # the phase start: adapt, then rebuild
+    sync(device)
+    build_s = time.perf_counter() - t0
+    times = []
+    for i, (x, y, idx) in enumerate([batches[0], *batches]):
+        t0 = time.perf_counter()
+        step(x, y, idx, epoch * nb + i + 1)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    sel = head.selector
+    return {"from_epoch": epoch, "trees": sel.trees, "T": sel.rebuild_every, "step_ms": 1e3 * statistics.median(times[1:]),
+            "index_build_s": build_s, "builds_per_epoch": builds_per_epoch(head, nb, 1)}
 
 
 def builds_per_epoch(head, nb: int, epochs: int) -> float:
@@ -142,6 +178,11 @@ def table(rows: list[dict], title: str) -> str:
                   "epoch x index build (a selector rebuilt every T steps: batches / T; built once per run: 1 / epochs). "
                   "Host syncs: the synchronising CUDA calls one step makes (torch.cuda.set_sync_debug_mode), by source "
                   "line in the .json."]
+    phased = [r["method"] for r in rows if r.get("phases")]
+    if phased:
+        lines += ["", f"{', '.join(phased)}: an adaptive selector, timed at the start of each of its phases with that "
+                  "phase's trees and T (`phases` in the .json); ms / step and index build s are its first phase's, "
+                  "builds / epoch, epoch (min) and run (h) the mean and the sum over its phases."]
     return "\n".join(lines) + "\n"
 
 

@@ -397,6 +397,16 @@ def test_train_step_projects_an_epoch_with_the_rebuilds_of_a_selector(prepared):
     nb = r["batches_per_epoch"]
     assert r["builds_per_epoch"] == nb / 2 and nb > 2
     assert r["epoch_s"] == pytest.approx(nb * (r["step_ms"] + r["data_ms"]) / 1e3 + nb / 2 * r["index_build_s"])
+    assert "phases" not in r
+    # HF-A: each phase timed at its start with its own trees and T (2 -> 4 trees, T 5 -> 9 over 3 one-epoch phases)
+    exp["methods"] = normalise_methods({"hf_a": {"head": "selective_softmax", "params": {
+        "selector": "hf_a", "M_frac": 0.6, "selector_params": {"trees_start": 2, "trees_end": 4, "T_start": 5,
+                                                                "T_end": 9, "phase_epochs": 1, "leaf": 4}}}})
+    r = ts.one(exp, task, "synthetic-faces-tiny", "hf_a", torch.device("cpu"), 2, evaluate=False)
+    got = [(p["from_epoch"], p["epochs"], p["trees"], p["T"], p["builds_per_epoch"]) for p in r["phases"]]
+    assert got == [(0, 1, 2, 5, nb / 5), (1, 1, 3, 6, nb / 6), (2, 1, 3, 8, nb / 8)]
+    assert r["epoch_s"] == pytest.approx(sum(p["epoch_s"] for p in r["phases"]) / 3)
+    assert r["run_h"] == pytest.approx(3 * r["epoch_s"] / 3600)
 
 
 def test_train_step_asks_for_a_gpu_and_a_capturable_head_before_timing_cuda_graphs(tiny_xmc, tiny_exp):
