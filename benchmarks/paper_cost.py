@@ -161,8 +161,9 @@ def markdown(rows: list[dict]) -> str:
              "in `reference/paper` whole or cut short, and the hours the rest still needs from measured step rates "
              "(`benchmarks/out/train_step_*.json`: CPU at the threads named there, GPU on the card named there); "
              "a learning-rate grid point (`full.lr0.003`) takes its method's rate, as the lr changes no step's cost; "
-             "a selector's index counts every rebuild (batches / T builds an epoch; HF-A at its first phase's trees "
-             "and T, while its later phases use up to 10x the trees, rebuilt up to 10x less often); "
+             "a selector's index counts every rebuild (batches / T builds an epoch); HF-A is timed phase by phase where "
+             "its record has `phases`, else at its first phase alone, which understates its run (at 87K on the CPU "
+             "7.1 h against 17.6 h phase by phase); "
              "`unmeasured` runs have no step rate yet. Rendered by `python benchmarks/paper_cost.py`.", "",
              "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
              "GPU h left (measured runs) | unmeasured |", "|---|---|---|---|---|---|---|---|---|"]
