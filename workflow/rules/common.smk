@@ -127,6 +127,8 @@ def manual_downloads():
 
 
 manual_downloads()
+
+
 def train_inputs(w):
     """A run's data; its settings enter through `run_spec_hash` (params), not the experiment file, so
     editing notes, captions or literature rows never retrains (run.Run.spec)."""
