@@ -163,7 +163,8 @@ def markdown(rows: list[dict]) -> str:
              "a learning-rate grid point (`full.lr0.003`) takes its method's rate, as the lr changes no step's cost; "
              "a selector's index counts every rebuild (batches / T builds an epoch); HF-A is timed phase by phase where "
              "its record has `phases`, else at its first phase alone, which understates its run (at 87K on the CPU "
-             "10.3 h from its first phase against 17.6 h phase by phase, in one measurement); "
+             "10.3 h from its first phase against 17.6 h phase by phase, in one measurement, both at M = 1%, while the run "
+             "adapts M from its CP_K: 512 from epoch 6 at 87K, where its epoch took 757 s against 1,040 before); "
              "`unmeasured` runs have no step rate yet. Rendered by `python benchmarks/paper_cost.py`.", "",
              "| paper | artifact | runs | kept whole | kept cut | missing | CPU h left (measured runs) | "
              "GPU h left (measured runs) | unmeasured |", "|---|---|---|---|---|---|---|---|---|"]
