@@ -335,6 +335,19 @@ def test_adaptive_schedule_follows_its_rule():
     assert smallest_k_reaching(torch.tensor([0.1, 0.2]), 0.5) == 2
 
 
+def test_adaptive_phase_start_logs_its_settings(caplog):
+    """A run's log says what each HF-A phase set (its M, trees and T), at the phase's first epoch and only there."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="xcbench")
+    sel = AdaptiveHashingForest(1000, trees_start=4, trees_end=20, T_start=100, T_end=900, phase_epochs=2, M_max=0.5)
+    sel.observe(torch.tensor([0.4, 0.2, 0.2, 0.08, 0.07, 0.05]).log().expand(3, 6))   # mean CP_K 0.4, 0.6, 0.8, ...
+    assert [sel.start_epoch(e, e / 4, batch_size=8) for e in range(4)] == [True, False, True, False]
+    assert [r.getMessage() for r in caplog.records] == [
+        "HF-A phase from epoch 1: M = 24 active classes (tau_cp 0.700), 4 trees rebuilt every 100 steps",
+        "HF-A phase from epoch 3: M = 24 active classes (tau_cp 0.800), 12 trees rebuilt every 500 steps"]
+
+
 def test_open_set_split_has_one_gallery_sample_per_probe_identity():
     from xcbench.tasks.faces import open_set_split
 

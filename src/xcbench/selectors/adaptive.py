@@ -17,10 +17,14 @@ T 100-1000, L 5-50) and are stated in every caption that uses them.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from xcbench.registry import SELECTORS
 from xcbench.selectors.forest import HashingForest
+
+LOG = logging.getLogger("xcbench.train")  # a phase's settings reach the run's log beside its epoch lines
 
 
 def linear(a: float, b: float, p: float) -> float:
@@ -57,7 +61,9 @@ class AdaptiveHashingForest(HashingForest):
         """A new phase: set its M, L, T (adapt) and ask for a rebuild."""
         if not self.is_phase_start(epoch):
             return False
-        self.adapt(progress, batch_size)
+        plan = self.adapt(progress, batch_size)
+        LOG.info("HF-A phase from epoch %d: M = %d active classes (tau_cp %.3f), %d trees rebuilt every %d steps",
+                 epoch + 1, plan["M"], plan["tau_cp"], plan["L"], plan["T"])
         return True
 
     def is_phase_start(self, epoch: int) -> bool:
