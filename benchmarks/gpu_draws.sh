@@ -10,7 +10,10 @@
 #      (train_step.py --cuda-graph; heads that cannot be captured are left out, saying why), per dataset:
 #      train_step_midx_table4_paper_<dataset>_cuda_graph.{json,md}, what `train: {draws: device, cuda_graph: true}`
 #      would make Table 4 cost (studies/cuda_graphs measured 1.2-2.0 ms a step for five PTB methods by hand).
-# Carry data/processed/ptb (and wikitext-2 for step 4) and .whl (benchmarks/gpu_env.sh). A check on the CPU (no GPU: steps 2-3 only):
+#   5. (HFA_DATASETS, e.g. "synthetic-faces-87k synthetic-faces-750k") class selection's HF-A timed phase by phase
+#      (train_step.py times each phase's trees and T): train_step_class_selection_fig2_paper_<dataset>_cuda.{json,md},
+#      which paper_cost then reads in place of the first-phase records (750K without its minutes-long evaluation).
+# Carry data/processed/ptb (and wikitext-2 for step 4, synthetic-faces-* for step 5: 2 KB each) and .whl (benchmarks/gpu_env.sh). A check on the CPU (no GPU: steps 2-3 only):
 #   DEVICE=cpu STEPS=2 METHODS=lstm_midx_pq K="1" SKIP_TESTS=1 bash benchmarks/gpu_draws.sh
 # PYTEST_K: a -k expression for step 1; every process runs on one CPU thread, as the DAG's jobs.
 set -u
@@ -40,5 +43,12 @@ for ds in ${GRAPH_DATASETS:-}; do
     --threads 1 --cuda-graph ${METHODS:+--methods $METHODS} --name "train_step_midx_table4_paper_${ds}_${DEVICE}_graph" \
     --out-dir "$LOGS"
   grep "^| \|left out" "$LOGS/graph_$ds.log"; pack
+done
+for ds in ${HFA_DATASETS:-}; do
+  skip=""; [ "$ds" = synthetic-faces-750k ] && skip=--skip-eval
+  step "hfa_$ds" "${HFA_S:-240}" python3 benchmarks/train_step.py --experiment config/experiments/class_selection/fig2.yaml \
+    --scale paper --dataset "$ds" --processed "data/processed/$ds/dataset.npz" --device "$DEVICE" --steps "${HFA_STEPS:-10}" \
+    --threads 1 --methods hf_a $skip --name "train_step_class_selection_fig2_paper_${ds}_${DEVICE}" --out-dir "$LOGS"
+  grep "^| " "$LOGS/hfa_$ds.log"; pack
 done
 exit 0
