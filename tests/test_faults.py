@@ -307,3 +307,6 @@ def test_a_task_that_reads_features_without_them_says_which_flag(tiny_xmc, tiny_
     exp["methods"] = normalise_methods(exp["methods"])
     with pytest.raises(ConfigError, match=r"--features data/features/synthetic-xmc-tiny/"):
         make_task(exp, entry, processed, None, DEV, 0)
+    exp["features"] = {"extractor": "tfidf_svd", "dim": 24}  # named by the experiment: that file, exactly
+    with pytest.raises(ConfigError, match=r"--features data/features/synthetic-xmc-tiny/tfidf_svd24\.pt "):
+        make_task(exp, entry, processed, None, DEV, 0)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from xcbench.blas import pin_numpy_blas
-from xcbench.catalogue import dataset_entry, features_path, load_datasets
+from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.config import ConfigError, load_experiment, resolve_experiment
 
 
@@ -85,13 +85,8 @@ def cmd_train(args) -> None:
         where = copy_run(run, src, args.out)["reused_from"]
         print(f"{run.label} seed {run.seed}: copied from {where} (identical settings; --no-reuse trains it anyway)")
         return
-    entry = _entry(args)
-    want = features_path(run.spec["features"], entry)
-    if args.features is None and want is not None:
-        raise ConfigError(f"{args.experiment}: {run.label} reads fixed features and none were given: pass "
-                          f"--features {want} (`snakemake --cores 1 {want}` builds it)")
     device = pick_device(args.device)
-    task = task_of(run, entry, args.processed, args.features, device, source=args.experiment)
+    task = task_of(run, _entry(args), args.processed, args.features, device, source=args.experiment)
     task.read_ahead = args.read_ahead
     task.inputs = input_digests(processed=args.processed, features=args.features)
     options = FitOptions(checkpoint_minutes=args.checkpoint_minutes, finish=args.finish, stop_after=args.stop_after)

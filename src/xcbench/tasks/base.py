@@ -20,6 +20,7 @@ from typing import Any, Iterator, NamedTuple
 
 import torch
 
+from xcbench.catalogue import features_path
 from xcbench.config import ConfigError
 from xcbench.registry import TASKS
 from xcbench.runspec import task_config
@@ -87,17 +88,24 @@ def make_task(exp: dict, entry: dict, processed: str, features: str | None, devi
     `per_dataset: {<dataset>: {task: {name, params}}}` entry overrides them (e.g. a sequence length),
     or names another task for that dataset (a language-model column in a face-identification table),
     whose params then start from that entry's alone."""
-    return build_task(*task_config(exp, dataset), entry, processed, features, device, seed, source)
+    return build_task(*task_config(exp, dataset), entry, processed, features, device, seed, source, exp.get("features"))
 
 
 def task_of(run, entry: dict, processed: str, features: str | None, device: torch.device,
             source: str = "experiment") -> Task:
     """The task of a run (run.Run), from the task settings the run resolved."""
-    return build_task(run.task, run.task_params, entry, processed, features, device, run.seed, source)
+    return build_task(run.task, run.task_params, entry, processed, features, device, run.seed, source,
+                      run.spec["features"])
 
 
 def build_task(name: str, params: dict, entry: dict, processed: str, features: str | None, device: torch.device,
-               seed: int, source: str) -> Task:
+               seed: int, source: str, wanted: dict | None = None) -> Task:
+    """The task, refused before any data is read where the experiment's `features:` (`wanted`) names a file for
+    this dataset and none was given (the file named, catalogue.features_path)."""
+    want = features_path(wanted, entry)
+    if features is None and want is not None:
+        raise ConfigError(f"{source}: {entry['name']} reads fixed features and none were given: pass --features "
+                          f"{want} (`snakemake --cores 1 {want}` builds it)")
     cls = TASKS.get(name)
     return cls(cls.parse_params(params, source), entry, processed, features, device, seed)
 
