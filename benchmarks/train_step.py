@@ -94,15 +94,14 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     if evaluate:  # --skip-eval: at 750K identities scoring every validation row against every class takes minutes
         evaluate_splits(model, task)
     eval_s = time.perf_counter() - t0 if evaluate else float("nan")
+    model.train()  # later phases step as training does (dropout on)
     step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
     data_s = statistics.median(waits[warmup:])
-    builds = builds_per_epoch(model.head, nb, epochs)
     sel = getattr(model.head, "selector", None)
     phases = [{"from_epoch": 0, **({"trees": sel.trees, "T": sel.rebuild_every} if hasattr(sel, "phase_epochs") else {}),
-               "step_ms": 1e3 * step_s, "index_build_s": build_s, "builds_per_epoch": builds}]
+               "step_ms": 1e3 * step_s, "index_build_s": build_s, "builds_per_epoch": builds_per_epoch(model.head, nb, epochs)}]
     for e in phase_starts(model.head, epochs)[1:]:  # HF-A: each later phase's trees and T, timed at its start
         phases.append(time_phase(model.head, e, nb, batches, step, device, torch_generator(seed, "index")))
-    model.train()
     ends = [p["from_epoch"] for p in phases[1:]] + [epochs]
     for p, end in zip(phases, ends):  # no evaluation when skipped
         p["epochs"] = end - p["from_epoch"]
