@@ -48,6 +48,7 @@ def test_presentation_changes_keep_the_checkpoint(tiny_xmc, tiny_exp, tmp_path, 
         _run(tiny_xmc, tiny_exp, tmp_path / "r", interrupt_after=1)
     tiny_exp["notes"], tiny_exp["title"] = "a new paragraph", "another title"
     caplog.set_level(logging.INFO, logger="xcbench")
+    caplog.clear()  # the cut run's own lines, where an earlier test's cli.main left the logger at INFO
     got = _run(tiny_xmc, tiny_exp, tmp_path / "r")
     assert "resuming" in capsys.readouterr().out
     lines = [r.getMessage() for r in caplog.records if " epoch " in r.getMessage() and "/3 loss=" in r.getMessage()]

@@ -187,6 +187,22 @@ def test_cli_killed_mid_run_resumes_to_same_metrics(tiny_xmc, tmp_path):
     assert not any(p.name.startswith(".") for p in (tmp_path / "killed").iterdir())
 
 
+def test_cli_sigterm_checkpoints_and_exits_143(tiny_xmc, tmp_path):
+    """The job process itself (not pytest's thread) installs the handler: SIGTERM once the first epoch's
+    checkpoint exists gives status 143 and a checkpoint of the run, the result not written (the resumed
+    run's numbers: test_sigterm_checkpoints_after_the_current_batch_and_the_rerun_ends_identical)."""
+    exp = _slow_experiment(tmp_path)
+    proc = subprocess.Popen(_cli_train(tiny_xmc, tmp_path, tmp_path / "t", exp), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    ckpt, deadline = tmp_path / "t" / "checkpoint.pt", time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143, err[-2000:]
+    assert torch.load(ckpt, weights_only=True)["epoch"] >= 1 and not (tmp_path / "t" / "metrics.json").exists()
+
+
 def test_cli_unknown_method_is_a_clear_error(tiny_xmc, tmp_path):
     exp = _slow_experiment(tmp_path)
     cmd = _cli_train(tiny_xmc, tmp_path, tmp_path / "x", exp)
@@ -292,6 +308,80 @@ def test_run_cut_inside_an_epoch_resumes_to_identical_metrics(tiny_xmc, tiny_exp
         _run(tiny_xmc, tiny_exp, tmp_path / "fin", interrupt_after=1.4, **every)
     m = _run(tiny_xmc, tiny_exp, tmp_path / "fin", finish=True, **every)
     assert 1 < m["cut_short_after_epoch"] < 2 and m["epochs"] == 1
+
+
+def _signal_at(task, epoch: int, batch: int, signum: int):
+    """Make `task` send `signum` to this process while it hands out `batch` (0-based, at least 1: the probe batch
+    of `Task.probe_batch` reads batch 0 of its own pass) of `epoch` (1-based)."""
+    real, reached = task.train_batches, []
+
+    def batches(*a, **kw):
+        for b, item in enumerate(real(*a, **kw), start=kw.get("start", 0)):
+            if b == batch:
+                reached.append(1)
+                if len(reached) == epoch:
+                    os.kill(os.getpid(), signum)
+            yield item
+    task.train_batches = batches
+
+
+def _signal_run(tiny_xmc, exp, out, signal_at=None):
+    processed, feats, entry = tiny_xmc
+    exp["methods"] = normalise_methods(exp["methods"])
+    task = make_task(exp, entry, processed, feats, DEV, 0)
+    if signal_at:
+        _signal_at(task, *signal_at)
+    return train_run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_sigterm_checkpoints_after_the_current_batch_and_the_rerun_ends_identical(tiny_xmc, tiny_exp, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """SIGTERM inside epoch 2 (no timed checkpoints): a checkpoint after that batch, exit status 143, and the
+    same command resumes there to the uninterrupted run's numbers; SIGUSR1 saves the same way and goes on."""
+    full = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
+    with pytest.raises(SystemExit) as e:
+        _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", signal_at=(2, 1, signal.SIGTERM))
+    assert e.value.code == 143
+    ck = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
+    assert (ck["epoch"], ck["step"]) == (1, 2)  # the batch in hand was trained, then saved
+    assert "SIGTERM: checkpointed in epoch 2 after batch 2/" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are the caller's again
+    resumed = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+
+    from xcbench import train
+    saves, real_save = [], train.torch_save
+    monkeypatch.setattr(train, "torch_save", lambda path, obj: saves.append((obj["epoch"], obj.get("step"))) or
+                        real_save(path, obj))
+    went_on = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "usr1", signal_at=(2, 1, signal.SIGUSR1))
+    assert (1, 2) in saves and went_on["metrics"] == full["metrics"]
+    assert "SIGUSR1: checkpointed in epoch 2 after batch 2/" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_a_head_saving_only_at_epoch_ends_exits_at_sigterm_and_ignores_sigusr1(capsys):
+    """Outside the batches, or for a head that cannot save between them, SIGTERM ends the process as it
+    would without the handler (the last checkpoint stands); SIGUSR1 says when the next checkpoint comes."""
+    from xcbench.checkpoint import Signals
+
+    with Signals(mid_epoch=False) as sig:
+        sig.armed = True
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert sig.asked is None and "epoch ends only" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as e:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs in this thread before the sleep ends
+        assert e.value.code == 143
+    with Signals(mid_epoch=True) as sig:
+        with pytest.raises(SystemExit):  # not between batches (an index build, the evaluation)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        sig.armed = True
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert sig.asked == signal.SIGTERM  # not downgraded by the later SIGUSR1
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 
 def test_only_heads_without_hooks_resume_inside_an_epoch():

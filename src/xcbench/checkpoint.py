@@ -13,12 +13,22 @@ not presentation (notes, captions, literature rows) nor the `finish` and `stop_a
   read with `weights_only=True` always: torch's advice to retry with `weights_only=False` is not
   followed (it would execute a damaged or foreign pickle);
 - a checkpoint made before specs were stored: resumed, with a warning that it cannot be checked.
+
+Checkpoints on request (`Signals`): SIGUSR1 asks for one after the current batch, the run going on;
+SIGTERM for one there, then an exit with status 143. A batch scheduler's notice at its time limit
+(Slurm sends SIGTERM, and SIGKILL KillWait seconds later, 30 by default) or a session's planned end
+then costs one step instead of everything since the last timed checkpoint. Only a head that resumes
+inside an epoch (`Head.resumes_mid_epoch`) can save between batches; for the others, and outside the
+batches (an index build, the evaluation), SIGTERM exits at once, as without the handler, and SIGUSR1
+waits for the epoch's own checkpoint.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -85,3 +95,43 @@ def set_generator_state(gen: torch.Generator, state: torch.Tensor, ckpt_path: Pa
     except RuntimeError as e:
         raise ValueError(f"{ckpt_path}: its generator state does not fit this run's {gen.device.type} generator "
                          f"({e}); resume with the `train.draws` and device it was saved with") from None
+
+
+class Signals:
+    """While entered (the main thread only: Python delivers signals there), SIGUSR1 and SIGTERM ask for a
+    checkpoint after the current batch (module docstring). `armed`: the loop is inside an epoch's batches
+    of a head that can save there; `asked`: the signal waiting for the next batch boundary, or None."""
+
+    def __init__(self, mid_epoch: bool):
+        self.mid_epoch, self.armed, self.asked, self._old = mid_epoch, False, None, {}
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            for s in (getattr(signal, "SIGUSR1", None), signal.SIGTERM):  # no SIGUSR1 on Windows
+                if s is not None:
+                    self._old[s] = signal.signal(s, self._on)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
+
+    def _on(self, signum: int, frame) -> None:
+        if signum == signal.SIGTERM and not (self.mid_epoch and self.armed):
+            raise SystemExit(128 + signum)  # nothing to save between batches here: the last checkpoint stands
+        if not self.mid_epoch:
+            warn("SIGUSR1: this head checkpoints at epoch ends only (its state outside the parameters is rebuilt "
+                 "at epoch starts); the next one comes after the current epoch")
+        elif self.asked != signal.SIGTERM:  # a SIGTERM is never downgraded by a later SIGUSR1
+            self.asked = signum
+
+    def saved(self, where: str) -> None:
+        """A checkpoint was written at a batch boundary: the request is met; SIGTERM then ends the process."""
+        signum, self.asked = self.asked, None
+        if signum is None:
+            return
+        if signum == signal.SIGTERM:
+            warn(f"SIGTERM: checkpointed {where}; exiting. The same command resumes there")
+            raise SystemExit(128 + signum)
+        warn(f"SIGUSR1: checkpointed {where}; going on")

@@ -13,7 +13,9 @@ gives the same final metrics as an uninterrupted one. Epochs longer than `FitOpt
 (`xcbench train --checkpoint-minutes`; not a setting of the run) also checkpoint inside the epoch
 when the head keeps no state outside its parameters (`Head.resumes_mid_epoch`): the epoch's
 batch-order generator state, the batches done and the partial sums, so a resumed run redraws the same
-order, skips what was done and ends identical. `test` is evaluated on the selected epoch
+order, skips what was done and ends identical. Such a head also checkpoints after the current batch on
+SIGUSR1 (and goes on) or SIGTERM (and exits 143): a scheduler's time limit costs one step
+(checkpoint.Signals). `test` is evaluated on the selected epoch
 (the last one without `select:`). A non-finite loss stops the run with an error naming epoch, step
 and the fix. Wall time and peak memory are recorded (docs/design.md, Results).
 """
@@ -29,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from xcbench.checkpoint import load_checkpoint, set_generator_state, stop_after
+from xcbench.checkpoint import Signals, load_checkpoint, set_generator_state, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
 from xcbench.graphs import GraphedStep
@@ -72,8 +74,10 @@ def _probe_h(model: Model, task) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: torch.device,
-        options: FitOptions = FitOptions(), spec: dict | None = None) -> dict:
-    """Train `model` on `task` (module docstring); `spec` (Run.spec) ties the checkpoint to the run."""
+        options: FitOptions = FitOptions(), spec: dict | None = None, signals: Signals | None = None) -> dict:
+    """Train `model` on `task` (module docstring); `spec` (Run.spec) ties the checkpoint to the run; `signals`
+    (entered by the caller) brings SIGUSR1/SIGTERM's requests for a checkpoint between batches."""
+    sig = signals or Signals(mid_epoch=False)  # not entered: no handler, never asked
     interrupt_after = options.interrupt_after
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out_dir)  # a write cut by SIGKILL left its temp file; the run owns this folder
@@ -154,6 +158,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
         batches = tqdm(task.train_batches(bs, gen, start=skip), total=nb, initial=skip, leave=False,
                        desc=f"epoch {epoch + 1}", disable=None)
         tick = progress(label, epoch + 1, nb, skip) if batches.disable else lambda step: None
+        sig.armed = True  # between batches: a signal's checkpoint can be saved after the current one
         for step, (x, y, idx) in enumerate(batches, start=skip):
             tick(step)
             loss = (graphed(x, y, idx) if graphed else
@@ -162,7 +167,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             count += x.shape[0]
             for k, v in model.head.loss_parts.items():
                 parts[k] = parts.get(k, 0.0) + v * x.shape[0]
-            save = every_s and step + 1 < nb and time.perf_counter() - last_save >= every_s
+            save = step + 1 < nb and (sig.asked is not None or 0 < every_s <= time.perf_counter() - last_save)
             if save or step + 1 == nb or (step + 1) % check_every == 0:
                 check_finite(total, out_dir, epoch, step, check_every, lr)
             if save:
@@ -170,8 +175,10 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
                 torch_save(ckpt_path, {**state(), "epoch": epoch, "step": step + 1, "epoch_gen": epoch_gen,
                                        "partial": (total.item(), count, parts, t_in), "stopped": False})
                 last_save = time.perf_counter()
+                sig.saved(f"in epoch {epoch + 1} after batch {step + 1}/{nb}")
                 if interrupt_after is not None and epoch < interrupt_after <= epoch + (step + 1) / nb:
                     raise KeyboardInterrupt(f"interrupted in epoch {epoch + 1} after batch {step + 1} (simulated)")
+        sig.armed = False
         step_ms = 1000 * (t_before + time.perf_counter() - t0) / max(1, nb)  # training only: before evaluation
         model.eval()
         evals = {**evaluate_splits(model, task), **model.head.epoch_metrics(*_probe_h(model, task))}
@@ -185,6 +192,7 @@ def fit(model: Model, task, train_cfg: dict, out_dir: Path, seed: int, device: t
             stop = select.update(epoch + 1, evals, model) or stop
         log_epoch(label, history[-1], epochs, elapsed / (epoch + 1))
         torch_save(ckpt_path, {**state(), "epoch": epoch + 1, "stopped": stop})
+        sig.saved(f"after epoch {epoch + 1}")
         if interrupt_after is not None and epoch + 1 == interrupt_after:
             raise KeyboardInterrupt(f"interrupted after epoch {epoch + 1} (simulated)")
         if stop:
@@ -223,7 +231,8 @@ def train_and_write(run: Run, task, out_dir: Path, device: torch.device, options
         raise ConfigError(f"{run.exp['paper']}/{run.exp['artifact']}: train config of {run.method!r} lacks {missing}; "
                           f"task {run.task!r} trains, so its experiment needs `train: {{epochs, batch_size, lr}}`")
     model = model_of(run, task)
-    res = fit(model, task, run.train, out_dir, run.seed, device, options, spec=run.spec)
+    with Signals(model.head.resumes_mid_epoch) as sig:
+        res = fit(model, task, run.train, out_dir, run.seed, device, options, spec=run.spec, signals=sig)
     metrics = run_metrics(res, task.n_classes, run_record(run, device, task.inputs))
     write_text(out_dir / "history.csv", history_csv(res["history"]))
     write_json(out_dir / "metrics.json", metrics)
