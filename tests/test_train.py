@@ -310,6 +310,31 @@ def test_run_cut_inside_an_epoch_resumes_to_identical_metrics(tiny_xmc, tiny_exp
     assert 1 < m["cut_short_after_epoch"] < 2 and m["epochs"] == 1
 
 
+def test_status_reads_where_each_checkpointed_run_stands(tiny_xmc, tiny_exp, tmp_path):
+    """`xcbench status`: a run cut inside epoch 2 shows 1/3 epochs plus its batches, the time left as two more
+    epochs at the first's time less what the second already took; a finished run only counts."""
+    from xcbench.status import run_status, status
+
+    root = tmp_path / "results" / "tiny"
+    every = {"checkpoint_minutes": 1e-9}
+    cut = root / "test" / "unit" / "synthetic-xmc-tiny" / "full_softmax" / "seed0"
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_xmc, copy.deepcopy(tiny_exp), cut, interrupt_after=1.4, **every)
+    _run(tiny_xmc, copy.deepcopy(tiny_exp), root / "test" / "unit" / "synthetic-xmc-tiny" / "other" / "seed0")
+    ck = torch.load(cut / "checkpoint.pt", weights_only=True)
+    r = run_status(cut / "checkpoint.pt", root)
+    assert (r["epoch"], r["epochs"], r["state"]) == (1, 3, "in progress") and r["step"] == ck["step"] > 0
+    t_in = ck["partial"][3]
+    assert r["left_h"] == pytest.approx((2 * ck["elapsed"] - t_in) / 3600)
+    assert r["trained_h"] == pytest.approx((ck["elapsed"] + t_in) / 3600)
+    assert r["val"]["P@1"] == ck["history"][-1]["val_P@1"]
+    text = status(tmp_path / "results", "tiny")
+    assert text.startswith(f"{root}: 1 runs finished, 1 with a checkpoint")
+    assert f"| test/unit/synthetic-xmc-tiny/full_softmax/seed0 | in progress | 1/3 + {ck['step']:,} batches |" in text
+    with pytest.raises(FileNotFoundError, match="no such results folder"):
+        status(tmp_path / "results", "paper")
+
+
 def _signal_at(task, epoch: int, batch: int, signum: int):
     """Make `task` send `signum` to this process while it hands out `batch` (0-based, at least 1: the probe batch
     of `Task.probe_batch` reads batch 0 of its own pass) of `epoch` (1-based)."""

@@ -9,6 +9,7 @@
   report    claims + artifacts -> figures/REPORT.md
   rerender  every table, figure, claims file and REPORT of a kept results tree (reference/<scale>-<machine>)
   keep      copy finished runs of results/ into a kept tree (reference/<scale>), refusing stale or cut ones
+  status    the checkpointed runs of a results tree: epochs done, hours trained and left, last save
   explain   a run's resolved settings, each with the file and line that set it
   check     every experiment and claims file resolves
   list      the registered names of every family
@@ -33,6 +34,7 @@ from xcbench.verbs import (
     cmd_render,
     cmd_report,
     cmd_rerender,
+    cmd_status,
     cmd_train,
 )
 
@@ -97,6 +99,8 @@ def parser() -> argparse.ArgumentParser:
              "scale's headline rows and counts, another scale's counts)", default=None))
     verb("keep", cmd_keep, opt("--root", "kept tree to copy into (e.g. reference/paper)", required=True),
          (["runs"], {"nargs": "+", "help": "run folders, results/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<k>"}))
+    verb("status", cmd_status, opt("--results", "results tree (default %(default)s)", default="results"),
+         opt("--scale", "only this scale's runs (results/<scale>)", default=None))
     verb("explain", cmd_explain, EXP, SCALE, D, opt("--method", "method key of the experiment", required=True), SEED)
     verb("check", cmd_check, opt("--experiments", "experiments folder (default %(default)s)", default="config/experiments"),
          opt("--claims", "claims folder (default %(default)s)", default="config/claims"))

@@ -133,6 +133,13 @@ def cmd_keep(args) -> None:
         print("kept", dst)
 
 
+def cmd_status(args) -> None:
+    """Where the checkpointed runs of a results tree stand: epochs done, time trained and left, last save."""
+    from xcbench.status import status
+
+    print(status(Path(args.results), args.scale))
+
+
 def cmd_rerender(args) -> None:
     """Render again, from its cached results alone, every artifact of a results tree that has runs."""
     from xcbench.reporting.rerender import rerender

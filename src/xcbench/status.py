@@ -1,0 +1,77 @@
+"""Where a campaign's runs stand, read from their checkpoints alone (`python -m xcbench status`).
+
+A run folder results/<scale>/<paper>/<artifact>/<dataset>/<method>/seed<k>/ holding `checkpoint.pt` is in
+progress (no metrics.json) or was cut short by `--finish` (metrics.json beside the checkpoint). For each,
+from the checkpoint (read memory-mapped: a 357 MB one opens in milliseconds, its tensors never read):
+
+    progress  e + s/nb of E epochs: the finished epochs e (`epoch`), the batches s of the next one done at a
+              checkpoint inside the epoch (`step`; nb is not stored, so the batches are shown, not a fraction)
+    left      (E - e) x elapsed / e - t_in: the finished epochs' mean time for each epoch still owed, less the
+              time already spent in the next one (t_in, the checkpoint's `partial`); unknown before one epoch
+    age       now - the file's modification time: how long ago the run last saved (a running job saves at
+              least every epoch, or every `--checkpoint-minutes` inside one)
+
+and its last validation numbers. The times are the run's own wall clock where it trained, so `left` carries
+that machine's load (docs/results.md: runs beside another training).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from xcbench.train import CHECKPOINT
+
+
+def run_status(ckpt: Path, root: Path, now: float | None = None) -> dict:
+    """One row of the status table for the checkpoint at `ckpt`, named relative to `root` (module docstring)."""
+    ck = torch.load(ckpt, weights_only=True, mmap=True, map_location="cpu")
+    folder = ckpt.parent
+    spec = ck.get("spec") or {}
+    epochs = (spec.get("train") or {}).get("epochs")
+    e, s, elapsed = int(ck["epoch"]), int(ck.get("step") or 0), float(ck.get("elapsed") or 0.0)
+    t_in = float(ck["partial"][3]) if s and ck.get("partial") else 0.0
+    left = None
+    if epochs is not None and e > 0:
+        left = 0.0 if ck.get("stopped") else max(0.0, (int(epochs) - e) * elapsed / e - t_in)
+    last = next((h for h in reversed(ck.get("history") or []) if h.get("epoch", 0) >= 1), {})
+    val = {k[4:]: v for k, v in last.items() if k.startswith("val_") and isinstance(v, (int, float))}
+    return {"run": folder.relative_to(root).as_posix(), "epoch": e, "step": s, "epochs": epochs,
+            "state": "cut (metrics.json kept)" if (folder / "metrics.json").exists() else
+                     "stopped early" if ck.get("stopped") else "in progress",
+            "trained_h": (elapsed + t_in) / 3600, "left_h": None if left is None else left / 3600,
+            "age_min": ((now or time.time()) - ckpt.stat().st_mtime) / 60, "val": val}
+
+
+def _progress(r: dict) -> str:
+    done = f"{r['epoch']}/{r['epochs'] if r['epochs'] is not None else '?'}"
+    return done + (f" + {r['step']:,} batches" if r["step"] else "")
+
+
+def _val(v: dict, n: int = 2) -> str:
+    return ", ".join(f"{k} {x:.4g}" for k, x in list(v.items())[:n]) or "-"
+
+
+def status_table(rows: list[dict]) -> str:
+    """Markdown: one line per run, the most recently saved first."""
+    out = ["| run | state | epochs done | last validation | trained h | left h (est.) | saved min ago |",
+           "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["age_min"]):
+        left = "-" if r["left_h"] is None else f"{r['left_h']:.2f}"
+        out.append(f"| {r['run']} | {r['state']} | {_progress(r)} | {_val(r['val'])} | {r['trained_h']:.2f} | {left} | "
+                   f"{r['age_min']:.0f} |")
+    return "\n".join(out)
+
+
+def status(results: Path, scale: str | None = None) -> str:
+    """The status table of every checkpointed run under `results` (`results/<scale>` when a scale is named)."""
+    root = Path(results) / scale if scale else Path(results)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such results folder (runs write to results/<scale>/...; --results names "
+                                "another tree)")
+    rows = [run_status(p, root) for p in sorted(root.rglob(CHECKPOINT))]
+    finished = sum(1 for m in root.rglob("metrics.json") if not (m.parent / CHECKPOINT).exists())
+    head = f"{root}: {finished} runs finished, {len(rows)} with a checkpoint (in progress, stopped or cut)"
+    return head + ("\n\n" + status_table(rows) if rows else "")
