@@ -103,12 +103,32 @@ def _owed(runs: list[dict], kind: str) -> float | None:
     return sum(r[kind]["left_h"] for r in runs) if all(kind in r for r in runs) else None
 
 
+def cheapest_claims(rows: list[dict], kind: str = "cpu") -> list[dict]:
+    """claims_waiting, those owing the fewest hours on `kind` ("cpu" or "gpu") first; those with a run not measured
+    there last (then by the other kind's hours)."""
+    other = "gpu" if kind == "cpu" else "cpu"
+    return sorted(claims_waiting(rows), key=lambda w: (w[f"{kind}_h"] is None, w[f"{kind}_h"] or 0.0,
+                                                       w[f"{other}_h"] is None, w[f"{other}_h"] or 0.0))
+
+
+def next_targets(rows: list[dict], n: int, kind: str = "cpu") -> list[str]:
+    """The result files of the runs owed by the `n` claims cheapest on `kind` (only claims measured there), each
+    once, in that order: Snakemake targets that train the plan's next runs, for example
+    `snakemake --cores 2 --config scale=paper -- $(python benchmarks/paper_cost.py --targets 3)`."""
+    out: list[str] = []
+    for w in [w for w in cheapest_claims(rows, kind) if w[f"{kind}_h"] is not None][:n]:
+        for r in w["runs"]:
+            t = f"results/paper/{r['paper']}/{r['artifact']}/{r['dataset']}/{r['key']}/seed{r['seed']}/metrics.json"
+            if t not in out:
+                out.append(t)
+    return out
+
+
 def claims_section(rows: list[dict], top: int = 30) -> list[str]:
     """The claims nearest to a verdict at the paper's settings: those waiting on the fewest CPU-hours."""
-    waiting = claims_waiting(rows)
+    waiting = cheapest_claims(rows, "cpu")
     if not waiting:
         return []
-    waiting.sort(key=lambda w: (w["cpu_h"] is None, w["cpu_h"] or 0.0, w["gpu_h"] is None, w["gpu_h"] or 0.0))
     lines = ["", "## Claims waiting on runs", "",
              f"What to train next: each claim of `config/claims/` on each dataset it is checked on at the paper scale, "
              f"with the runs it compares (first seed) not kept whole and the hours they still owe; `-` where a run has "

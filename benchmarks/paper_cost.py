@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 
 from common import write_outputs
-from cost_next import claims_section, hours, how_to_measure, paper_experiments, unmeasured_section
+from cost_next import claims_section, hours, how_to_measure, next_targets, paper_experiments, unmeasured_section
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out"
@@ -240,8 +240,15 @@ def main() -> None:
                    help="where cut runs' checkpoint.pt files are (this work tree's results); a cut run without one "
                         "owes its whole run")
     p.add_argument("--out-dir", type=Path, default=OUT)
+    p.add_argument("--targets", type=int, default=None, metavar="N",
+                   help="print only the result files of the runs the N cheapest waiting claims owe (Snakemake targets, "
+                        "cheapest claim first), writing nothing")
+    p.add_argument("--kind", choices=("cpu", "gpu"), default="cpu", help="cheapest on this kind of machine (--targets)")
     a = p.parse_args()
     rows = plan(a.kept, step_records(OUT), a.resume_from)
+    if a.targets is not None:
+        print("\n".join(next_targets(rows, a.targets, a.kind)))
+        return
     a.out_dir.mkdir(parents=True, exist_ok=True)
     write_outputs("paper_cost", rows, markdown(rows), a.out_dir)
     print(markdown(rows))

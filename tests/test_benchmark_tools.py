@@ -425,3 +425,21 @@ def test_train_step_asks_for_a_gpu_and_a_capturable_head_before_timing_cuda_grap
     with pytest.raises(ConfigError, match="needs a CUDA device"):
         ts.one(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", torch.device("cpu"), 2, evaluate=False,
                cuda_graph=True)
+
+
+def test_paper_cost_targets_are_the_runs_of_the_cheapest_claims_on_the_kind_asked(monkeypatch):
+    """`paper_cost.py --targets N`: the result files owed by the N claims cheapest on the CPU (or GPU), each once,
+    cheapest claim first; a claim with a run unmeasured on that kind is not offered."""
+    cost_next = _load("cost_next")
+
+    def run(method):
+        return {"paper": "p", "artifact": "a", "dataset": "d", "key": method, "seed": 0}
+    waiting = [{"claim": "x", "runs": [run("m1"), run("m2")], "cpu_h": 5.0, "gpu_h": 0.1},
+               {"claim": "y", "runs": [run("m2")], "cpu_h": 1.0, "gpu_h": None},
+               {"claim": "z", "runs": [run("m3")], "cpu_h": None, "gpu_h": 0.05}]
+    monkeypatch.setattr(cost_next, "claims_waiting", lambda rows: [dict(w) for w in waiting])
+    path = "results/paper/p/a/d/{}/seed0/metrics.json".format
+    assert cost_next.next_targets([], 2) == [path("m2"), path("m1")]
+    assert cost_next.next_targets([], 1, "gpu") == [path("m3")]
+    assert cost_next.next_targets([], 9, "gpu") == [path("m3"), path("m1"), path("m2")]
+    assert cost_next.next_targets([], 9) == [path("m2"), path("m1")]
