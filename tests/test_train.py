@@ -335,6 +335,30 @@ def test_status_reads_where_each_checkpointed_run_stands(tiny_xmc, tiny_exp, tmp
         status(tmp_path / "results", "paper")
 
 
+def test_status_names_the_python_training_each_run_not_its_shell(tmp_path):
+    """training_pids reads /proc: the `python -m xcbench train` process's --out joined to its working folder; the
+    shell around it (one argument holding the command), other programs and unreadable entries are left out."""
+    from xcbench.status import training_pids
+
+    proc, work = tmp_path / "proc", tmp_path / "work"
+    work.mkdir()
+
+    def fake(pid, argv, cwd=work):
+        d = proc / str(pid)
+        d.mkdir(parents=True)
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        if cwd is not None:
+            (d / "cwd").symlink_to(cwd)
+    train = ["-m", "xcbench", "train", "--experiment", "e.yaml", "--out", "results/paper/p/a/d/m/seed0"]
+    fake(10, ["/usr/bin/python3.11"] + train)
+    fake(11, ["/usr/bin/bash", "-c", "python " + " ".join(train)])
+    fake(12, ["/usr/bin/python3"] + train[:3] + ["--out", str(tmp_path / "abs")])
+    fake(13, ["/usr/bin/python3", "-m", "xcbench", "render", "--out", "x"])
+    fake(14, ["/usr/bin/python3"] + train, cwd=None)
+    fake(15, ["/usr/bin/time", "/usr/bin/python3"] + train)  # a wrapper: its python child is the one to signal
+    assert training_pids(proc) == {(work / "results/paper/p/a/d/m/seed0").resolve(): 10, (tmp_path / "abs").resolve(): 12}
+
+
 def _signal_at(task, epoch: int, batch: int, signum: int):
     """Make `task` send `signum` to this process while it hands out `batch` (0-based, at least 1: the probe batch
     of `Task.probe_batch` reads batch 0 of its own pass) of `epoch` (1-based)."""

@@ -11,12 +11,15 @@ from the checkpoint (read memory-mapped: a 357 MB one opens in milliseconds, its
     age       now - the file's modification time: how long ago the run last saved (a running job saves at
               least every epoch, or every `--checkpoint-minutes` inside one)
 
-and its last validation numbers. The times are the run's own wall clock where it trained, so `left` carries
+its last validation numbers, and the pid of the `python -m xcbench train` process training it on this machine
+(from /proc: the process to send SIGUSR1 for a checkpoint now, checkpoint.Signals; not the shell Snakemake wraps
+it in). The times are the run's own wall clock where it trained, so `left` carries
 that machine's load (docs/results.md: runs beside another training).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -25,7 +28,23 @@ import torch
 from xcbench.train import CHECKPOINT
 
 
-def run_status(ckpt: Path, root: Path, now: float | None = None) -> dict:
+def training_pids(proc: Path = Path("/proc")) -> dict[Path, int]:
+    """{resolved --out folder: pid} of the `python -m xcbench train` processes here; {} without a /proc."""
+    out = {}
+    for d in proc.glob("[0-9]*"):
+        try:
+            argv = [a.decode() for a in (d / "cmdline").read_bytes().split(b"\0") if a]
+            i = argv.index("-m")
+            if argv[i + 1:i + 3] != ["xcbench", "train"] or not Path(argv[0]).name.startswith("python"):
+                continue  # another program, or a shell whose one argument holds the command
+            folder = Path(argv[argv.index("--out") + 1])
+            out[(Path(os.readlink(d / "cwd")) / folder).resolve()] = int(d.name)  # an absolute --out wins the join
+        except (OSError, ValueError, IndexError):  # gone meanwhile, not ours to read, or no -m / --out
+            continue
+    return out
+
+
+def run_status(ckpt: Path, root: Path, now: float | None = None, pids: dict[Path, int] | None = None) -> dict:
     """One row of the status table for the checkpoint at `ckpt`, named relative to `root` (module docstring)."""
     ck = torch.load(ckpt, weights_only=True, mmap=True, map_location="cpu")
     folder = ckpt.parent
@@ -41,6 +60,7 @@ def run_status(ckpt: Path, root: Path, now: float | None = None) -> dict:
     return {"run": folder.relative_to(root).as_posix(), "epoch": e, "step": s, "epochs": epochs,
             "state": "cut (metrics.json kept)" if (folder / "metrics.json").exists() else
                      "stopped early" if ck.get("stopped") else "in progress",
+            "pid": (pids or {}).get(folder.resolve()),
             "trained_h": (elapsed + t_in) / 3600, "left_h": None if left is None else left / 3600,
             "age_min": ((now or time.time()) - ckpt.stat().st_mtime) / 60, "val": val}
 
@@ -56,12 +76,12 @@ def _val(v: dict, n: int = 2) -> str:
 
 def status_table(rows: list[dict]) -> str:
     """Markdown: one line per run, the most recently saved first."""
-    out = ["| run | state | epochs done | last validation | trained h | left h (est.) | saved min ago |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| run | state | epochs done | last validation | trained h | left h (est.) | saved min ago | training pid |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["age_min"]):
         left = "-" if r["left_h"] is None else f"{r['left_h']:.2f}"
         out.append(f"| {r['run']} | {r['state']} | {_progress(r)} | {_val(r['val'])} | {r['trained_h']:.2f} | {left} | "
-                   f"{r['age_min']:.0f} |")
+                   f"{r['age_min']:.0f} | {r['pid'] or '-'} |")
     return "\n".join(out)
 
 
@@ -71,7 +91,8 @@ def status(results: Path, scale: str | None = None) -> str:
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such results folder (runs write to results/<scale>/...; --results names "
                                 "another tree)")
-    rows = [run_status(p, root) for p in sorted(root.rglob(CHECKPOINT))]
+    pids = training_pids()
+    rows = [run_status(p, root, pids=pids) for p in sorted(root.rglob(CHECKPOINT))]
     finished = sum(1 for m in root.rglob("metrics.json") if not (m.parent / CHECKPOINT).exists())
     head = f"{root}: {finished} runs finished, {len(rows)} with a checkpoint (in progress, stopped or cut)"
     return head + ("\n\n" + status_table(rows) if rows else "")
