@@ -1,5 +1,6 @@
 """Where does a selective softmax put the full softmax's mass? Train the xcbench lm experiment's Random and HF
-selective heads (the same settings, seed 0), count how often each word enters a step's active set, and evaluate
+selective heads (the same settings, seed 0), count how often each word enters an active set (the training steps', and
+the per-epoch probe's one selection: 2 of the paper setting's 2,658 counted over two epochs), and evaluate
 on PTB's validation split from a zero state:
 
     acc, ppl                     the full softmax over the vocabulary, as the task evaluates it
