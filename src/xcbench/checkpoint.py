@@ -35,6 +35,8 @@ import torch
 
 from xcbench.runspec import differences
 
+CHECKPOINT = "checkpoint.pt"  # in a run's result folder
+
 
 def _aside(path: Path, suffix: str) -> Path:
     dest = path.with_name(path.name + suffix)

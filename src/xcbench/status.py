@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from xcbench.train import CHECKPOINT
+from xcbench.checkpoint import CHECKPOINT
 
 
 def training_pids(proc: Path = Path("/proc")) -> dict[Path, int]:

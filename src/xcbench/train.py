@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from xcbench.checkpoint import Signals, load_checkpoint, set_generator_state, stop_after
+from xcbench.checkpoint import CHECKPOINT, Signals, load_checkpoint, set_generator_state, stop_after
 from xcbench.config import ConfigError
 from xcbench.device import deterministic_kernels
 from xcbench.graphs import GraphedStep
@@ -54,7 +54,6 @@ from xcbench.step import (
     train_step,
 )
 
-CHECKPOINT = "checkpoint.pt"
 REQUIRED_TRAIN = ("epochs", "batch_size", "lr")
 
 
