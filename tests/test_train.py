@@ -22,10 +22,13 @@ from xcbench.tasks.base import make_task
 DEV = torch.device("cpu")
 
 
-def _run(tiny_xmc, exp, out, **kw):
+def _run(tiny_xmc, exp, out, signal_at=None, **kw):
+    """One tiny run; `signal_at` (epoch, batch, signum): the task sends that signal there (_signal_at)."""
     processed, feats, entry = tiny_xmc
     exp["methods"] = normalise_methods(exp["methods"])
     task = make_task(exp, entry, processed, feats, DEV, 0)
+    if signal_at:
+        _signal_at(task, *signal_at)
     return train_run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV, **kw)
 
 
@@ -374,36 +377,27 @@ def _signal_at(task, epoch: int, batch: int, signum: int):
     task.train_batches = batches
 
 
-def _signal_run(tiny_xmc, exp, out, signal_at=None):
-    processed, feats, entry = tiny_xmc
-    exp["methods"] = normalise_methods(exp["methods"])
-    task = make_task(exp, entry, processed, feats, DEV, 0)
-    if signal_at:
-        _signal_at(task, *signal_at)
-    return train_run(exp, task, "synthetic-xmc-tiny", next(iter(exp["methods"])), 0, out, DEV)
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
 def test_sigterm_checkpoints_after_the_current_batch_and_the_rerun_ends_identical(tiny_xmc, tiny_exp, tmp_path,
                                                                                   monkeypatch, capsys):
     """SIGTERM inside epoch 2 (no timed checkpoints): a checkpoint after that batch, exit status 143, and the
     same command resumes there to the uninterrupted run's numbers; SIGUSR1 saves the same way and goes on."""
-    full = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
+    full = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "full")
     with pytest.raises(SystemExit) as e:
-        _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", signal_at=(2, 1, signal.SIGTERM))
+        _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut", signal_at=(2, 1, signal.SIGTERM))
     assert e.value.code == 143
     ck = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
     assert (ck["epoch"], ck["step"]) == (1, 2)  # the batch in hand was trained, then saved
     assert "SIGTERM: checkpointed in epoch 2 after batch 2/" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are the caller's again
-    resumed = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
+    resumed = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "cut")
     assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
 
     from xcbench import train
     saves, real_save = [], train.torch_save
     monkeypatch.setattr(train, "torch_save", lambda path, obj: saves.append((obj["epoch"], obj.get("step"))) or
                         real_save(path, obj))
-    went_on = _signal_run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "usr1", signal_at=(2, 1, signal.SIGUSR1))
+    went_on = _run(tiny_xmc, copy.deepcopy(tiny_exp), tmp_path / "usr1", signal_at=(2, 1, signal.SIGUSR1))
     assert (1, 2) in saves and went_on["metrics"] == full["metrics"]
     assert "SIGUSR1: checkpointed in epoch 2 after batch 2/" in capsys.readouterr().err
 
