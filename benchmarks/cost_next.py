@@ -46,6 +46,9 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     features = features_path(exp.get("features"), entry)
     if features:
         cmd += f" --features {features}"
+    if entry.get("available") is False:  # no data at hand: a synthetic set of its shape steps as it does
+        cmd = (f"python benchmarks/shape_proxy.py {dataset} --experiments {path.relative_to(REPO)}` (no data needed; "
+               f"with the data: `{cmd}")
     return {"why": why, "command": cmd}
 
 

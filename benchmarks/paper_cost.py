@@ -43,13 +43,14 @@ def step_records(folder: Path) -> list[dict]:
 
 
 def step_signature(exp: dict, dataset: str, method: str) -> str:
-    """What sets a run's step cost: its head and the head's parameters, the model, the batch size and the
-    optimiser (not its learning rate, epochs, schedule or seed)."""
+    """What sets a run's step cost: its head and the head's parameters, the model, the fixed features it reads
+    (their width: sparse table1_cascade's 768 against table1's 512), the batch size and the optimiser (not its
+    learning rate, epochs, schedule or seed)."""
     from xcbench.runspec import method_config
 
     spec, train, model = method_config(exp, dataset, method)
-    return json.dumps([spec.get("head"), spec.get("params"), model, train.get("batch_size"), train.get("optimizer")],
-                      sort_keys=True, default=str)
+    return json.dumps([spec.get("head"), spec.get("params"), model, exp.get("features"), train.get("batch_size"),
+                       train.get("optimizer")], sort_keys=True, default=str)
 
 
 def experiment_of(exps: dict, paper: str, artifact: str) -> dict | None:
@@ -145,7 +146,7 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                                                if rebuilt else 0.0)
                     row[kind] = {"step_ms": r["step_ms"], "step_with_builds_ms": per_step, "floor_ms": floor, "run_h": run_h,
                                  "left_h": run_h * owed / epochs,
-                                 "device": r.get("device"), "source": r["source"]}
+                                 "device": r.get("device"), "source": r["source"], "proxy": "shape_proxy" in r}
             if "cpu" not in row and "gpu" not in row:
                 row["to_measure"] = how_to_measure(f, exp, d, catalogue)
             rows.append(row)
@@ -190,16 +191,20 @@ def markdown(rows: list[dict]) -> str:
               "## Runs with a measured step rate", "",
               "matmul floor: the step's matrix-product FLOPs at the device's measured product rate (train_step.py); "
               "`-` for an LSTM model measured before train_step counted the fused recurrent ops (torch's FlopCounterMode "
-              "counts them as 0: such a floor left out the LSTM, e.g. 34 GFLOP a step at MIDX table4_adam's batch).", "",
+              "counts them as 0: such a floor left out the LSTM, e.g. 34 GFLOP a step at MIDX table4_adam's batch). "
+              "`(shape proxy)`: measured on a synthetic set of the real one's shape, where the real set is a manual "
+              "download (benchmarks/shape_proxy.py: its label count, labels per point and feature width; the epoch "
+              "projected over its training rows).", "",
               "| artifact | dataset | method | epochs (kept) | CPU ms / step | matmul floor ms | CPU h | GPU ms / step | GPU h |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "cpu" not in r and "gpu" not in r:
             continue
         c, g = r.get("cpu", {}), r.get("gpu", {})
+        proxy = lambda k: " (shape proxy)" if k.get("proxy") else ""  # noqa: E731
         lines.append(f"| {r['paper']}/{r['artifact']} | {r['dataset']} | {r['method']} | {r['epochs']} ({r['kept_epochs']}) | "
-                     f"{hours(c.get('step_ms'))} | {hours(c.get('floor_ms'))} | {hours(c.get('run_h'))} | {hours(g.get('step_ms'))} | "
-                     f"{hours(g.get('run_h'))} |")
+                     f"{hours(c.get('step_ms'))}{proxy(c)} | {hours(c.get('floor_ms'))} | {hours(c.get('run_h'))} | "
+                     f"{hours(g.get('step_ms'))}{proxy(g)} | {hours(g.get('run_h'))} |")
     lines += accuracy_section(rows)
     lines += claims_section(rows)
     lines += unmeasured_section(rows)

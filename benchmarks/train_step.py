@@ -33,9 +33,12 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps: int, seed: int = 0,
-        evaluate: bool = True, draws: str | None = None, warmup: int = 1, cuda_graph: bool = False) -> dict:
+        evaluate: bool = True, draws: str | None = None, warmup: int = 1, cuda_graph: bool = False,
+        rows: dict | None = None) -> dict:
     """One method's step rate. `cuda_graph`: its steps replayed from a captured CUDA graph, as `train.cuda_graph`
-    runs them (graphs.py; draws on the device; its eager warm-up and capture steps are untimed)."""
+    runs them (graphs.py; draws on the device; its eager warm-up and capture steps are untimed). `rows`: the
+    epoch projected over {"train": rows trained on, "val": rows evaluated} instead of the task's own (a shape
+    proxy's: shape_proxy.py): batches = ceil(train / batch size), evaluation time scaled by val / the task's."""
     from xcbench import graphs
     from xcbench.seed import draws_device, torch_generator
     from xcbench.step import evaluate_splits, train_step
@@ -96,6 +99,8 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     eval_s = time.perf_counter() - t0 if evaluate else float("nan")
     model.train()  # later phases step as training does (dropout on)
     step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
+    if rows:  # evaluation is linear in its rows (each scored against every class)
+        nb, eval_s = -(-rows["train"] // bs), eval_s * rows["val"] / task.info["n_val"]
     data_s = statistics.median(waits[warmup:])
     sel = getattr(model.head, "selector", None)
     phases = [{"from_epoch": 0, **({"trees": sel.trees, "T": sel.rebuild_every} if hasattr(sel, "phase_epochs") else {}),
@@ -118,6 +123,13 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             "read_ahead": task.read_ahead, "steps_timed": len(times) - warmup, "warmup_steps": warmup,
             "index_build_s": build_s, "builds_per_epoch": builds, "eval_s": eval_s, "batches_per_epoch": nb, "epochs": epochs,
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600, **({"phases": phases} if len(phases) > 1 else {})}
+
+
+def proxy_rows(task, n: int) -> dict:
+    """The rows an epoch of the real dataset trains on and evaluates, from its n training rows split as the task
+    splits them (`val_frac` held out for validation), beside the proxy's own."""
+    val = int(round(n * task.info["val_frac"]))
+    return {"train": n - val, "val": val, "proxy_train": task.info["n_train"], "proxy_val": task.info["n_val"]}
 
 
 def phase_starts(head, epochs: int) -> list[int]:
@@ -220,6 +232,9 @@ def main() -> None:
     p.add_argument("--nondeterministic", action="store_true",
                    help="CUDA: torch's default (atomic) kernels instead of the deterministic ones `xcbench train` uses")
     p.add_argument("--out-dir", type=Path, default=OUT, help="where the .json and .md go (default benchmarks/out)")
+    p.add_argument("--epoch-rows", type=int, default=None, metavar="N",
+                   help="project the epoch over N rows (the real dataset's training rows, before its validation split) "
+                        "instead of --processed's: --processed is a shape proxy of --dataset (benchmarks/shape_proxy.py)")
     a = p.parse_args()
     from xcbench.catalogue import dataset_entry, load_datasets
     from xcbench.config import load_experiment, resolve_experiment
@@ -239,20 +254,22 @@ def main() -> None:
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
+    shape = proxy_rows(task, a.epoch_rows) if a.epoch_rows else None
     rows, rate = [], gemm_gflops(device)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
     for i, (method, draws) in enumerate(methods):
         try:
             r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws,
-                    warmup=a.warmup, cuda_graph=a.cuda_graph)
+                    warmup=a.warmup, cuda_graph=a.cuda_graph, rows=shape)
         except ConfigError as e:  # --cuda-graph on a head that cannot be captured (or without a GPU)
             print(f"train_step: {method}: left out: {e}", flush=True)
             continue
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,
-                     "kernels": "atomic" if a.nondeterministic else "deterministic"})
+                     "kernels": "atomic" if a.nondeterministic else "deterministic",
+                     **({"shape_proxy": {**shape, "proxy": a.processed}} if shape else {})})
         print(json.dumps(rows[-1]), flush=True)
         # written after every method (atomically): a run cut short keeps what it measured
         done = "" if i + 1 == len(methods) else f"; {i + 1} of {len(methods)} methods measured so far"

@@ -176,6 +176,66 @@ def test_paper_cost_borrows_another_artifacts_step_rate_only_for_a_run_stepping_
     assert "cpu" not in rows[("table4_adam", "lstm_full")]
 
 
+def test_paper_cost_marks_a_shape_proxys_rate_and_lends_it_only_at_the_same_feature_width(tmp_path):
+    """A record measured on a shape proxy (train_step --epoch-rows) is rendered as such; sparse table1's record on
+    Wiki10-31K (512-d tf-idf features) is not table1_cascade's rate (768-d label-SVD features), though both
+    experiments' methods share head, model, batch and optimizer."""
+    paper_cost = _load("paper_cost")
+    rec = {"paper": "sparse", "artifact": "table1", "dataset": "wiki10-31k", "gpu": False, "epochs": 100,
+           "method": "uniform", "run_h": 0.56, "step_ms": 48.0, "source": "train_step_sparse_table1_paper_wiki10-31k.json",
+           "shape_proxy": {"train": 12731, "val": 1415, "proxy_train": 2160, "proxy_val": 240}}
+    rows = {(r["artifact"], r["method"]): r for r in paper_cost.plan(tmp_path, [rec])
+            if r["paper"] == "sparse" and r["dataset"] == "wiki10-31k"}
+    assert rows["table1", "uniform"]["cpu"]["proxy"] is True
+    assert "cpu" not in rows["table1_cascade", "uniform"]
+    assert "| sparse/table1 | wiki10-31k | uniform | 100 (0) | 48 (shape proxy) |" in paper_cost.markdown(list(rows.values()))
+
+
+def test_shape_proxy_rows_carry_the_real_sets_labels_per_point(tmp_path, catalogue):
+    """synthetic-xmc keeps a row's distinct labels, fewer than it draws: the proxy's generator setting is solved
+    so that the closed-form mean is Wiki10-31K's 18.64, and rows drawn by the generator at that setting carry it
+    (to sampling error; at the uncorrected setting they carry 16.96)."""
+    from xcbench.data.datasets import load_npz, prepare
+    from xcbench.data.synthetic import generate
+
+    sp = _load("shape_proxy")
+    entry = catalogue["wiki10-31k"]
+    proxy = sp.proxy_entry(entry, rows=600)
+    assert proxy["params"]["n_labels"] == 30938 and proxy["params"]["n_train"] == 600
+    assert sp.expected_labels(proxy["params"]["avg_labels"], 30938) == pytest.approx(18.64, abs=1e-3)
+    generate(proxy, tmp_path / "raw")
+    prepare(proxy, tmp_path / "raw", tmp_path / "d.npz")
+    arrays, _ = load_npz(tmp_path / "d.npz")
+    Y = arrays["train_Y"]
+    assert Y.shape == (600, 30938)
+    assert Y.nnz / Y.shape[0] == pytest.approx(18.64, abs=0.6)  # standard error of the mean: about 0.18
+
+
+def test_train_step_projects_a_shape_proxys_epoch_over_the_real_rows(tiny_xmc, tiny_exp, monkeypatch):
+    """--epoch-rows: the real set's rows split as the task splits them; the epoch takes ceil(train / B) batches and
+    the evaluation scales with the validation rows (each clock reading 1 s later than the last: every timed
+    interval is 1 s)."""
+    import itertools
+
+    import torch
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    ts = _load("train_step")
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods(tiny_exp["methods"])
+    task = make_task(tiny_exp, entry, processed, feats, torch.device("cpu"), 0)
+    rows = ts.proxy_rows(task, 10_000)
+    assert rows == {"train": 9_000, "val": 1_000, "proxy_train": task.info["n_train"], "proxy_val": task.info["n_val"]}
+    clock = itertools.count()
+    monkeypatch.setattr(ts.time, "perf_counter", lambda: float(next(clock)))
+    r = ts.one(tiny_exp, task, "synthetic-xmc-tiny", "full_softmax", torch.device("cpu"), 2, rows=rows)
+    bs = int(tiny_exp["train"]["batch_size"])
+    assert r["batches_per_epoch"] == -(-9_000 // bs) != task.n_train_batches(bs)
+    assert r["eval_s"] == pytest.approx(1_000 / task.info["n_val"])
+
+
 def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_path):
     """Without records every run is unmeasured: a measurement job (MIDX Fig. 7b) has no command; a generated set
     and a manual download are named as such, with train_step's command for the experiment and its features; a
@@ -190,6 +250,8 @@ def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_pa
     assert gen["command"].startswith("python benchmarks/train_step.py --experiment config/experiments/xcbench/xmc.yaml ")
     assert "--features data/features/synthetic-xmc-1m/tfidf_svd256.pt" in gen["command"]
     assert why["sparse", "table1", "amazon-670k"]["why"].startswith("data by manual download (https://")
+    assert why["sparse", "table1", "amazon-670k"]["command"].startswith(
+        "python benchmarks/shape_proxy.py amazon-670k --experiments config/experiments/sparse/table1.yaml` (no data")
     assert why["rff", "fig3", "ptb"]["why"] == "data downloaded from its URL (the mirror first)"
     assert "--experiment config/experiments/xcbench/xmc.yaml " in why["xcbench", "xmc_lr", "synthetic-xmc-1m"]["command"]
     md = paper_cost.markdown(rows)
