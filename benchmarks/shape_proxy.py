@@ -36,6 +36,7 @@ PROXY = "data/shape_proxy"
 
 # dataset: (training points, test points, mean labels per point), from the XC repository's table
 XC_SIZES = {
+    "delicious": (12_920, 3_185, 19.03),  # real data here too (the mirror): studies/shape_proxy_check
     "amazoncat-13k": (1_186_239, 306_782, 5.04),
     "wiki10-31k": (14_146, 6_616, 18.64),
     "delicious-200k": (196_606, 100_095, 75.54),
