@@ -102,12 +102,15 @@ def prepared(entry: dict, rows: int, data: Path) -> Path:
 
 
 def featurised(processed: Path, features: dict, dataset: str, data: Path) -> Path:
-    """The proxy's fixed features, extracted as `xcbench features` extracts the real set's."""
-    out = data / "features" / dataset / f"{processed.stem}_{features['extractor']}{features.get('dim', 512)}.pt"
+    """The proxy's fixed features at the experiment's width, extracted by `xcbench features`. Always tf-idf + SVD:
+    a step reads only their width, and the label-centroid SVD (`label_svd`, sparse table1_cascade) of a 670K-label
+    set needs more than this machine's 23 GB (its (n, k) range finder in float64, and copies)."""
+    dim = str(features.get("dim", 512))
+    out = data / "features" / dataset / f"{processed.stem}_tfidf_svd{dim}.pt"
     if not out.exists():
         subprocess.run([sys.executable, "-m", "xcbench", "features", "--dataset", dataset, "--processed",
-                        str(processed), "--extractor", features["extractor"], "--dim", str(features.get("dim", 512)),
-                        "--threads", "1", "--out", str(out)], check=True, cwd=REPO)
+                        str(processed), "--extractor", "tfidf_svd", "--dim", dim, "--threads", "1", "--out", str(out)],
+                       check=True, cwd=REPO)
     return out
 
 
