@@ -164,7 +164,7 @@ def main() -> None:
                "--dataset", a.dataset, "--processed", str(processed), "--features", str(feats),
                "--epoch-rows", str(n_train), "--steps", str(a.steps), "--threads", str(a.threads),
                "--name", f"train_step_{exp['paper']}_{exp['artifact']}_paper_{a.dataset}", "--note", note,
-               "--methods", *methods]
+               "--merge", "--methods", *methods]  # --merge: a method measured apart keeps its row
         print(" ".join(cmd), flush=True)
         if not a.dry_run:
             subprocess.run(cmd, check=True, cwd=REPO)

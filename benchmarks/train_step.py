@@ -125,6 +125,11 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
             "epoch_s": epoch_s, "run_h": epochs * epoch_s / 3600, **({"phases": phases} if len(phases) > 1 else {})}
 
 
+def kept_rows(path: Path, measuring: set[str]) -> list[dict]:
+    """--merge: the rows of an earlier output at `path` whose method is not among those measured now."""
+    return [r for r in json.loads(path.read_text()) if r["method"] not in measuring] if path.exists() else []
+
+
 def proxy_rows(task, n: int) -> dict:
     """The rows an epoch of the real dataset trains on and evaluates, from its n training rows split as the task
     splits them (`val_frac` held out for validation), beside the proxy's own."""
@@ -232,6 +237,8 @@ def main() -> None:
     p.add_argument("--nondeterministic", action="store_true",
                    help="CUDA: torch's default (atomic) kernels instead of the deterministic ones `xcbench train` uses")
     p.add_argument("--out-dir", type=Path, default=OUT, help="where the .json and .md go (default benchmarks/out)")
+    p.add_argument("--merge", action="store_true", help="keep the rows of an earlier output of this name for the "
+                   "methods not measured now (a method measured apart, e.g. where it needs more memory)")
     p.add_argument("--epoch-rows", type=int, default=None, metavar="N",
                    help="project the epoch over N rows (the real dataset's training rows, before its validation split) "
                         "instead of --processed's: --processed is a shape proxy of --dataset (benchmarks/shape_proxy.py)")
@@ -255,9 +262,10 @@ def main() -> None:
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
     shape = proxy_rows(task, a.epoch_rows) if a.epoch_rows else None
-    rows, rate = [], gemm_gflops(device)
+    rate = gemm_gflops(device)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
+    rows = kept_rows(a.out_dir / f"{name}.json", {m for m, _ in methods}) if a.merge else []
     for i, (method, draws) in enumerate(methods):
         try:
             r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws,

@@ -236,6 +236,16 @@ def test_train_step_projects_a_shape_proxys_epoch_over_the_real_rows(tiny_xmc, t
     assert r["eval_s"] == pytest.approx(1_000 / task.info["n_val"])
 
 
+def test_train_step_merge_keeps_the_rows_of_the_methods_not_measured_now(tmp_path):
+    """--merge (shape_proxy.py passes it): an earlier file's rows survive for the methods measured apart, and a
+    method measured again loses its old row."""
+    ts = _load("train_step")
+    path = tmp_path / "t.json"
+    assert ts.kept_rows(path, {"rff"}) == []
+    path.write_text(json.dumps([{"method": "exp", "step_ms": 1.0}, {"method": "rff", "step_ms": 9.0}]))
+    assert ts.kept_rows(path, {"rff"}) == [{"method": "exp", "step_ms": 1.0}]
+
+
 def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_path):
     """Without records every run is unmeasured: a measurement job (MIDX Fig. 7b) has no command; a generated set
     and a manual download are named as such, with train_step's command for the experiment and its features; a
