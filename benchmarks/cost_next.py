@@ -24,6 +24,11 @@ def hours(x: float | None) -> str:
     return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:,.0f}")
 
 
+def is_lr_grid(exp: dict) -> bool:
+    """A learning-rate grid extending an experiment (`xmc_lr`): its points step as the methods they extend."""
+    return bool(exp.get("extends")) and any("grid_of" in m for m in exp["methods"].values())
+
+
 def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict:
     """Why a run has no step rate and what gives it one: a measurement job (no training: its cost is its own
     wall time), or the dataset's source (generated here, downloaded with the mirror tried first, or a manual
@@ -39,7 +44,7 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     why = ("data generated here" if entry.get("generator") else
            f"data by manual download ({page})" if entry.get("available") is False else
            "data downloaded from its URL (the mirror first)")
-    if exp.get("extends") and any("grid_of" in m for m in exp["methods"].values()):
+    if is_lr_grid(exp):
         path = path.with_name(f"{exp['extends']}.yaml")  # grid points step as their methods: measure those
     cmd = (f"python benchmarks/train_step.py --experiment {path.relative_to(REPO)} --scale paper --dataset {dataset} "
            f"--processed data/processed/{dataset}/dataset.npz")

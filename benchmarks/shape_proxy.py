@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cost_next import paper_experiments
+from cost_next import is_lr_grid, paper_experiments
 
 REPO = Path(__file__).resolve().parents[1]
 PROXY = "data/shape_proxy"
@@ -123,8 +123,7 @@ def experiments_on(dataset: str, only: list[str] | None) -> list[tuple[Path, dic
     for f, exp in zip(*paper_experiments()):
         if only and str(f.relative_to(REPO)) not in only and str(f) not in only:
             continue
-        grid = exp.get("extends") and any("grid_of" in m for m in exp["methods"].values())
-        if exp.get("runs_of") or grid or dataset not in exp.get("datasets", []):
+        if exp.get("runs_of") or is_lr_grid(exp) or dataset not in exp.get("datasets", []):
             continue
         if getattr(TASKS.get(exp["task"]["name"]), "trains", True):
             out.append((f, exp))

@@ -56,8 +56,8 @@ def main() -> None:
     proxy = (processed, shape_proxy.featurised(processed, exp["features"], a.dataset, data))
     tasks = {k: make_task(exp, entry, str(pr), str(fe), cpu, 0, dataset=a.dataset)
              for k, (pr, fe) in (("real", real), ("proxy", proxy))}
-    per_row = {k: float(load_npz(pr)[0]["train_Y"].nnz / load_npz(pr)[0]["train_Y"].shape[0])
-               for k, (pr, _) in (("real", real), ("proxy", proxy))}
+    Y = {k: load_npz(pr)[0]["train_Y"] for k, (pr, _) in (("real", real), ("proxy", proxy))}
+    per_row = {k: float(y.nnz / y.shape[0]) for k, y in Y.items()}
     rows = []
     for method in exp["methods"]:
         steps = {"real": [], "proxy": []}
