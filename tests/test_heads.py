@@ -166,3 +166,41 @@ def test_normalized_softmax_scores_and_loss_follow_their_formula(tau, normalize,
     torch.testing.assert_close(loss, ref)
     assert torch.equal(*(torch.autograd.grad(v, (h, head.E), retain_graph=True)[0] for v in (
         loss, -torch.log_softmax(want, 1).gather(1, y[:, None]).mean())))
+
+
+@pytest.mark.parametrize("kw", [{"sparse_grad": True}, {"sparse_grad": False},
+                                {"sparse_grad": True, "normalize": True, "tau": 5.0}, {"sparse_grad": True, "absolute": True},
+                                {"sparse_grad": True, "correct": "both"}])
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_sampled_softmax_all_logits_equal_the_gathers(kw, multilabel):
+    """`logits: all` (one product with every class row, then each row's 1 + m picked) gives the gather's loss and
+    gradients to rounding, E's gradient as the same sparse rows (hits included: zero-valued rows a lazy
+    optimizer still steps), and one lazy-Adam step moves E alike."""
+    from xcbench.optim.lazy_adam import LazyAdam
+
+    g, n = torch.Generator().manual_seed(2), 400  # 240 draws leave most classes, and some targets, undrawn
+    y = torch.randint(-1, n, (8, 3), generator=g) if multilabel else torch.randint(0, n, (8,), generator=g)
+    if multilabel:
+        y[:, 0] = y[:, 0].clamp(min=0)
+    h0 = torch.randn(8, 6, generator=g)
+    out = []
+    for logits in ("gather", "all"):
+        head = HEADS.get("sampled_softmax")(6, n, torch.Generator().manual_seed(0), m=30, logits=logits, **kw)
+        h = h0.clone().requires_grad_(True)
+        loss = head.loss(h, y, None, torch.Generator().manual_seed(3))
+        loss.backward()
+        gE = head.E.grad
+        out.append((loss.detach(), h.grad, gE.to_dense(), gE.coalesce().indices() if gE.is_sparse else gE.ne(0).any(1)))
+        LazyAdam([head.E], lr=0.1).step()
+        out[-1] += (head.E.detach(),)
+    (l0, gh0, gE0, rows0, E0), (l1, gh1, gE1, rows1, E1) = out
+    torch.testing.assert_close(l1, l0, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gh1, gh0, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(gE1, gE0, rtol=1e-4, atol=1e-6)
+    assert torch.equal(rows1, rows0)
+    torch.testing.assert_close(E1, E0, rtol=1e-5, atol=1e-6)
+
+
+def test_sampled_softmax_refuses_an_unknown_logits_route():
+    with pytest.raises(ValueError, match="logits must be one of"):
+        HEADS.get("sampled_softmax")(6, 40, torch.Generator().manual_seed(0), logits="dense")

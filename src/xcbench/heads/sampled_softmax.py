@@ -23,7 +23,14 @@ gradient of E is a sparse row tensor touching only the rows used in the batch: a
 O(B m d), not O(n d) (optimizers `lazy_adam`, `row_sgd`, `sgd` accept it). After each step the
 sampler's index is refreshed for exactly those rows, and with a tied input table for every row the
 gradient of E reaches (the input tokens' too; `update_rows`, O(D log n) per row for trees),
-and rebuilt from all rows at every epoch start. log q is a constant (detached); a trainable
+and rebuilt from all rows at every epoch start.
+`logits: all` computes the same logits as one (B, d) x (d, n) product over every class, picking each row's
+1 + m: B n d multiply-adds against the gather's B m d, but one GEMM instead of moving B m rows of d floats four
+times (gather, dots, two backward products) and coalescing their gradient. It pays where B m is many times n:
+MIDX Table 9 at AmazonCat-13K gathers 256K rows of 13,330 classes per step (benchmarks/out/train_step_midx_table9_*).
+The logits and gradients agree with the gather's to rounding (a GEMM sums in another order), and with
+`sparse_grad` E's gradient is handed on as the same sparse rows (the batch's classes, hits included), so a lazy
+optimizer moves the same rows. The default stays `gather`. log q is a constant (detached); a trainable
 proposal takes its own step at every training step (`fit_step(h, E)`, E the raw class table, which
 the proposal may normalise; samplers/base.py), apart from the model's loss and optimizer, and both
 losses are logged (`loss_parts`: main, aux).
@@ -47,6 +54,7 @@ FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
 
 CORRECTIONS = ("negatives", "both")
+LOGITS = ("gather", "all")  # how the 1 + m logits of a row are computed (module docstring)
 
 
 class RowDots(torch.autograd.Function):
@@ -68,6 +76,22 @@ class RowDots(torch.autograd.Function):
         g_h = torch.bmm(g, E_s) if ctx.needs_input_grad[0] else None                          # (B, 1, d)
         g_E = torch.bmm(g.transpose(1, 2), h) if ctx.needs_input_grad[1] else None            # (B, k, d)
         return g_h, g_E
+
+
+class SparseRows(torch.autograd.Function):
+    """E itself forward; backward, E's dense gradient (n, d) handed on as the sparse rows `rows` (sorted, unique:
+    already coalesced), the layout `F.embedding(sparse=True)` gives. Rows outside `rows` must have zero gradient."""
+
+    @staticmethod
+    def forward(ctx, E, rows):
+        ctx.rows = rows
+        return E.view_as(E)
+
+    @staticmethod
+    def backward(ctx, g):
+        R = ctx.rows                                                                          # (r,)
+        return torch.sparse_coo_tensor(R.unsqueeze(0), g[R], g.shape, is_coalesced=True,
+                                       check_invariants=False), None
 
 
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
@@ -107,14 +131,16 @@ class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
                  sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
                  absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
-                 correct: str = "negatives") -> None:
+                 correct: str = "negatives", logits: str = "gather") -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
         check_param("sampled_softmax", "m", m, 1)
         if correct not in CORRECTIONS:
             raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
+        if logits not in LOGITS:
+            raise ValueError(f"sampled_softmax: logits must be one of {LOGITS}, got {logits!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
         self.sampler.draws = m
-        self.m, self.sparse_grad, self.correct = m, sparse_grad, correct
+        self.m, self.sparse_grad, self.correct, self.logits = m, sparse_grad, correct, logits
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
         # cumulative curves (samplers/frequency.py) after the first and the latest epoch: [stage, softmax|sampler, rank]
@@ -187,6 +213,12 @@ class SampledSoftmax(NormalizedSoftmax):
         dots = RowDots.apply(h, E_s)                                                          # (B, k)
         return dots / E_s.norm(dim=-1).clamp(min=1e-12) if self.normalize else dots
 
+    def _cos_all(self, h: torch.Tensor, ids: torch.Tensor, touched: torch.Tensor | None) -> torch.Tensor:
+        """What `_cos` returns, from one product of h (B, d) with every class row (`logits: all`)."""
+        E = SparseRows.apply(self.E, touched) if self.sparse_grad else self.E                # (n, d)
+        dots = (h @ E.T).gather(1, ids)                                                      # (B, k)
+        return dots / E.norm(dim=1).clamp(min=1e-12)[ids] if self.normalize else dots
+
     def loss(self, h, y, idx, gen):
         positives = None
         if y.dim() == 2:  # multi-label: one positive per row per step; every positive counts as a hit
@@ -196,10 +228,18 @@ class SampledSoftmax(NormalizedSoftmax):
         if self.sampler.update_every_step:
             self.sampler.update(self._unit(self.E.detach()), gen)
         ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
-        o = self._logit(self._cos(h.unsqueeze(1), torch.cat([y.unsqueeze(1), ids], 1)))       # (B, 1 + m): one gather
+        all_ids = torch.cat([y.unsqueeze(1), ids], 1)                                        # (B, 1 + m)
+        refresh = self.sampler.updates_rows and not self.sampler.update_every_step
+        touched = None
+        if refresh or (self.logits == "all" and self.sparse_grad):  # torch.unique waits for the GPU
+            touched = torch.unique(all_ids)
+        if refresh:
+            self._touched = touched
+        if self.logits == "all":
+            o = self._logit(self._cos_all(h, all_ids, touched))                                # (B, 1 + m)
+        else:
+            o = self._logit(self._cos(h.unsqueeze(1), all_ids))                                # (B, 1 + m): one gather
         o_t, o_s = o[:, 0], o[:, 1:]
-        if self.sampler.updates_rows and not self.sampler.update_every_step:  # torch.unique waits for the GPU
-            self._touched = torch.unique(torch.cat([y, ids.flatten()]))
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
         log_q_t = None
         if self.correct == "both":
