@@ -439,6 +439,8 @@ def test_quadratic_by_scores_is_the_trees_distribution_and_draws_from_it():
     auto = SAMPLERS.get("quadratic")(10_000, draw="auto")
     auto.draws = 100
     assert auto.scores_cheaper(10_000, 200) and not auto.scores_cheaper(10 ** 6, 64)  # PTB; 10^6 classes, d = 64
+    # WikiLSHTC-325K at d = 128: the walk alone (31M) is below the scores (42M), walk and path refresh (62M) are not
+    assert auto.scores_cheaper(325_056, 128) and not auto.scores_cheaper(530_000, 128)
     with pytest.raises(ValueError, match="draw must be one of"):
         SAMPLERS.get("quadratic")(N, draw="brute")
 

@@ -19,12 +19,16 @@ from xcbench.seed import multinomial
 class Quadratic(KernelTree):
     """K = alpha (h.c)^2 + 1, through the tree or by scoring every class (`draw`):
 
-      tree:   m (d^2 + 1) log2 n multiply-adds per query (phi has d^2 + 1 features), n (d^2 + 1) floats;
+      tree:   m (d^2 + 1) log2 n multiply-adds per query to walk down (phi has d^2 + 1 features), and as
+              many again after the step to refresh the paths of the rows it moved (the m draws and the
+              target: (m + 1) (d^2 + 1) log2 n at most); n (d^2 + 1) floats;
       scores: d n per query, the one (B, d) x (d, n) product a full softmax makes, then m draws from
               the row's n kernel values (torch.multinomial, inverse CDF); n d floats.
       auto:   the cheaper of the two by that count, given the head's draws per query m (`draws`):
-              scores when d n < m (d^2 + 1) log2 n. At m = 100 and d = 200 (RF-softmax on PTB) the
-              crossover is n ~ 3.6e5: at n = 10^4 the tree costs 56M per query, 28x the scores' 2M.
+              scores when d n < (2 m + 1) (d^2 + 1) log2 n. At m = 100 and d = 200 (RF-softmax on PTB)
+              the crossover is n ~ 8.1e5: at n = 10^4 the tree costs 113M per query, 56x the scores' 2M.
+              At d = 128 it is n ~ 4.9e5, so WikiLSHTC-325K (RF-softmax Table 3) draws by scores: the walk
+              alone (31M against 42M) would have picked a 32 GiB tree.
     Both give the same distribution, so the same `log_prob` (tests/test_samplers.py); their draws differ.
     The default stays `tree`: runs kept under that name keep their draws."""
 
@@ -43,9 +47,10 @@ class Quadratic(KernelTree):
         return torch.cat([outer, torch.ones(*z.shape[:-1], 1, dtype=z.dtype, device=z.device)], -1)
 
     def scores_cheaper(self, n: int, d: int) -> bool:
-        """Counted multiply-adds per query: d n (scores) against m (d^2 + 1) log2 n (tree), m = `draws`."""
+        """Counted multiply-adds per query: d n (scores) against (2 m + 1) (d^2 + 1) log2 n (the tree's walk and
+        its path refresh), m = `draws`."""
         m = self.draws if self.draws is not None else 1
-        return d * n < m * (d * d + 1) * max(1, math.ceil(math.log2(max(2, n))))
+        return d * n < (2 * m + 1) * (d * d + 1) * max(1, math.ceil(math.log2(max(2, n))))
 
     def update(self, class_emb, gen=None):
         if self.draw == "auto":
