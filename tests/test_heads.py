@@ -201,6 +201,9 @@ def test_sampled_softmax_all_logits_equal_the_gathers(kw, multilabel):
     torch.testing.assert_close(E1, E0, rtol=1e-5, atol=1e-6)
 
 
-def test_sampled_softmax_refuses_an_unknown_logits_route():
+def test_sampled_softmax_refuses_an_unknown_logits_route_and_is_not_captured_with_sparse_rows():
+    make = HEADS.get("sampled_softmax")
+    assert make(6, 40, torch.Generator(), logits="all").graph_safe  # no torch.unique in the step
+    assert not make(6, 40, torch.Generator(), logits="all", sparse_grad=True).graph_safe
     with pytest.raises(ValueError, match="logits must be one of"):
         HEADS.get("sampled_softmax")(6, 40, torch.Generator().manual_seed(0), logits="dense")

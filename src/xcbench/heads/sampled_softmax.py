@@ -150,8 +150,10 @@ class SampledSoftmax(NormalizedSoftmax):
 
     @property
     def graph_safe(self) -> bool:
-        """Capturable (graphs.py) unless the sampler refreshes rows after each step (torch.unique) or trains."""
-        return not self.sampler.updates_rows and type(self.sampler).fit_step is Sampler.fit_step
+        """Capturable (graphs.py) unless a step calls torch.unique (the sampler refreshes rows after each step, or
+        `logits: all` hands on sparse rows) or the sampler trains."""
+        return (not self.sampler.updates_rows and type(self.sampler).fit_step is Sampler.fit_step
+                and not (self.logits == "all" and self.sparse_grad))
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
