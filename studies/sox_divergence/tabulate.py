@@ -1,0 +1,44 @@
+"""Tabulate the study's SOX runs (out/<method>/history.csv) into out/sox_divergence.md: per run, SOX's
+moving-average weight gamma_t (the cosine of optim/duals.py: gamma + (1 - gamma)(1 + cos(pi t/T))/2), the
+W learning rate, the SOX objective (train_loss: mean of exp(R - nu) over the batch's negatives), the full
+training cross-entropy, validation top-1 and the largest score-minus-nu gap of an epoch's batches."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+GAMMA_END, EPOCHS = 1e-5, 50
+SHOWN = [1, 10, 20, 30, 40, 44, 45, 46, 47, 48, 49, 50]
+
+
+def gamma(t: int) -> float:
+    return GAMMA_END + (1 - GAMMA_END) * 0.5 * (1 + math.cos(math.pi * t / EPOCHS))
+
+
+def table(run: Path) -> list[str]:
+    rows = {int(r["epoch"]): r for r in csv.DictReader(open(run / "history.csv"))}
+    lines = [f"### {run.name} ({len(rows)} of {EPOCHS} epochs)", "",
+             "| epoch | gamma | W lr | SOX objective | train CE | val top-1 | largest gap |", "|---|---|---|---|---|---|---|"]
+    for t in (t for t in SHOWN if t in rows):
+        r = rows[t]
+        lines.append(f"| {t} | {gamma(t):.2e} | {float(r['lr']):.4f} | {float(r['train_loss']):.4g} | "
+                     f"{float(r['train_ce']):.4g} | {float(r['val_top1']):.4f} | {float(r['train_loss_nu_gap_max']):.2f} |")
+    return lines + [""]
+
+
+def main() -> None:
+    runs = sorted(p for p in OUT.iterdir() if (p / "history.csv").exists())
+    text = ["# SOX to the end of its gamma schedule, 40K identities (studies/sox_divergence)", ""]
+    for run in runs:
+        text += table(run)
+    tmp = OUT / "sox_divergence.md.tmp"
+    tmp.write_text("\n".join(text))
+    tmp.replace(OUT / "sox_divergence.md")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
