@@ -9,22 +9,25 @@ import csv
 import math
 from pathlib import Path
 
+import yaml
+
 OUT = Path(__file__).parent / "out"
-GAMMA_END, EPOCHS = 1e-5, 50
+EPOCHS = 50
 SHOWN = [1, 10, 20, 30, 40, 44, 45, 46, 47, 48, 49, 50]
 
 
-def gamma(t: int) -> float:
-    return GAMMA_END + (1 - GAMMA_END) * 0.5 * (1 + math.cos(math.pi * t / EPOCHS))
+def gamma(t: int, end: float) -> float:
+    return end + (1 - end) * 0.5 * (1 + math.cos(math.pi * t / EPOCHS))
 
 
 def table(run: Path) -> list[str]:
     rows = {int(r["epoch"]): r for r in csv.DictReader(open(run / "history.csv"))}
-    lines = [f"### {run.name} ({len(rows)} of {EPOCHS} epochs)", "",
+    end = float(yaml.safe_load(open(run / "config.resolved.yaml"))["head_params"]["dual_params"]["gamma"])
+    lines = [f"### {run.name} ({max(rows)} of {EPOCHS} epochs; gamma from 1 to {end:g})", "",
              "| epoch | gamma | W lr | SOX objective | train CE | val top-1 | largest gap |", "|---|---|---|---|---|---|---|"]
     for t in (t for t in SHOWN if t in rows):
         r = rows[t]
-        lines.append(f"| {t} | {gamma(t):.2e} | {float(r['lr']):.4f} | {float(r['train_loss']):.4g} | "
+        lines.append(f"| {t} | {gamma(t, end):.2e} | {float(r['lr']):.4f} | {float(r['train_loss']):.4g} | "
                      f"{float(r['train_ce']):.4g} | {float(r['val_top1']):.4f} | {float(r['train_loss_nu_gap_max']):.2f} |")
     return lines + [""]
 
