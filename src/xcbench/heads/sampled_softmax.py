@@ -26,8 +26,9 @@ gradient of E reaches (the input tokens' too; `update_rows`, O(D log n) per row 
 and rebuilt from all rows at every epoch start.
 `logits: all` computes the same logits as one (B, d) x (d, n) product over every class, picking each row's
 1 + m: B n d multiply-adds against the gather's B m d, but one GEMM instead of moving B m rows of d floats four
-times (gather, dots, two backward products) and coalescing their gradient. It pays where B m is many times n:
-MIDX Table 9 at AmazonCat-13K gathers 256K rows of 13,330 classes per step (benchmarks/out/train_step_midx_table9_*).
+times (gather, dots, two backward products) and coalescing their gradient. It pays once B m is
+about 4-8 times n (benchmarks/out/sampled_logits.md, one step alone): MIDX Table 9 at AmazonCat-13K gathers 256K
+rows of 13,330 classes a step (benchmarks/out/train_step_midx_table9_*).
 The logits and gradients agree with the gather's to rounding (a GEMM sums in another order), and with
 `sparse_grad` E's gradient is handed on as the same sparse rows (the batch's classes, hits included), so a lazy
 optimizer moves the same rows. The default stays `gather`. log q is a constant (detached); a trainable
