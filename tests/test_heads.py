@@ -206,4 +206,4 @@ def test_sampled_softmax_refuses_an_unknown_logits_route_and_is_not_captured_wit
     assert make(6, 40, torch.Generator(), logits="all").graph_safe  # no torch.unique in the step
     assert not make(6, 40, torch.Generator(), logits="all", sparse_grad=True).graph_safe
     with pytest.raises(ValueError, match="logits must be one of"):
-        HEADS.get("sampled_softmax")(6, 40, torch.Generator().manual_seed(0), logits="dense")
+        make(6, 40, torch.Generator().manual_seed(0), logits="dense")
