@@ -52,9 +52,12 @@ class Quadratic(KernelTree):
         m = self.draws if self.draws is not None else 1
         return d * n < (2 * m + 1) * (d * d + 1) * max(1, math.ceil(math.log2(max(2, n))))
 
+    def draws_by_scores(self, n: int, d: int) -> bool:
+        """Whether n classes of width d are drawn by scoring every class (`draw`, and for `auto` the count)."""
+        return self.draw == "scores" or (self.draw == "auto" and self.scores_cheaper(n, d))
+
     def update(self, class_emb, gen=None):
-        if self.draw == "auto":
-            self.by_scores = self.scores_cheaper(self.n_classes, class_emb.shape[1])
+        self.by_scores = self.draws_by_scores(self.n_classes, class_emb.shape[1])
         if not self.by_scores:
             return super().update(class_emb, gen)
         self.c = F.normalize(class_emb.detach(), dim=1)                                    # (n, d)
@@ -69,8 +72,7 @@ class Quadratic(KernelTree):
         return self.c.numel() * self.c.element_size() if self.by_scores else super().memory_bytes()
 
     def index_gib(self, n: int, d: int) -> float:
-        scores = self.draw == "scores" or (self.draw == "auto" and self.scores_cheaper(n, d))
-        return n * d * 4 / 2 ** 30 if scores else super().index_gib(n, d)
+        return n * d * 4 / 2 ** 30 if self.draws_by_scores(n, d) else super().index_gib(n, d)
 
     def _kernel(self, h):
         """(B, n) kernel values alpha (h^.c^)^2 + 1 and their row sums (B, 1)."""
