@@ -18,7 +18,16 @@ fixed number of sampled ones).
 The real sets' sizes are the Extreme Classification Repository's table (Bhatia et al. 2016,
 manikvarma.github.io/downloads/XC/XMLRepository.html): training points, test points, labels per point.
 
+Sequential recommendation (MIDX Table 7's MovieLens-10M, Gowalla, Amazon-books, fetched from their URLs): a step
+reads an item count n and (B, max_len) windows of item ids, nothing else. The proxy has the real set's n items and
+every user its mean length L = interactions / users (sizes from the MIDX paper's Table 6), items drawn from a Zipf
+prior with every item present, and enough users for the timed batches; the real set is F = users / proxy users
+copies of it, so its windows and validation queries are F times the proxy's (`train_step.py --epoch-scale F`).
+At one length a user has ceil((L_train - 1) / max_len) windows, where real users of mixed lengths have about half a
+window more or less each (within 10% of the epoch's batches at these three sets' L = 118, 62, 43).
+
     python benchmarks/shape_proxy.py amazon-670k --threads 1        # every experiment that trains on it
+    python benchmarks/shape_proxy.py gowalla --experiments config/experiments/midx/table7.yaml
     python benchmarks/shape_proxy.py wiki10-31k --experiments config/experiments/sparse/table1.yaml
 """
 
@@ -44,6 +53,49 @@ XC_SIZES = {
     "wikipedia-500k": (1_813_391, 783_743, 4.77),
     "amazon-670k": (490_449, 153_025, 5.45),
 }
+
+
+# dataset: (users, items, interactions) after the paper's filters, from the MIDX paper's Table 6
+SEQ_SIZES = {
+    "movielens-10m": (69_585, 9_176, 8_233_567),
+    "gowalla": (52_986, 121_867, 3_301_571),
+    "amazon-books": (68_498, 65_549, 2_954_716),
+}
+
+
+def seq_windows(L: int, max_len: int) -> int:
+    """The training windows of one user of L items, as tasks/seqrec.py cuts them."""
+    from xcbench.tasks.seqrec import split_points
+
+    return len(range(split_points(L)[0], 1, -max_len))
+
+
+def seq_proxy(entry: dict, batch: int, max_len: int, data: Path, batches: int = 5, zipf: float = 0.8) -> tuple[Path, float]:
+    """(data/shape_proxy/processed/<dataset>/proxy_seq_<digest>.npz, F): the dataset's items, every user of its mean
+    length, enough users for `batches` batches of windows, prepared as a `seq_lines` set; F = real users / proxy's."""
+    import hashlib
+
+    import torch
+
+    from xcbench.data.datasets import prepare
+
+    name = entry["name"]
+    users, n, inter = SEQ_SIZES[name]
+    L = round(inter / users)
+    u = -(-batches * batch // seq_windows(L, max_len))
+    digest = hashlib.sha256(repr((u, n, L, zipf)).encode()).hexdigest()[:8]
+    out = data / "processed" / name / f"proxy_seq_{digest}.npz"
+    if not out.exists():
+        g = torch.Generator().manual_seed(0)
+        prior = torch.arange(1, n + 1, dtype=torch.float64) ** -zipf
+        S = torch.multinomial(prior, u * L, replacement=True, generator=g)                 # (u L,)
+        S[torch.randperm(u * L, generator=g)[:n]] = torch.arange(n)                      # every item occurs
+        raw = data / "raw" / name / f"proxy_seq_{digest}"
+        raw.mkdir(parents=True, exist_ok=True)
+        lines = (" ".join(map(str, [k + 1, *row])) for k, row in enumerate((S.view(u, L) + 1).tolist()))
+        (raw / "sequences.txt").write_text("\n".join(lines) + "\n")
+        prepare({**entry, "format": "seq_lines", "splits": {"all": "sequences.txt"}, "files": []}, raw, out)
+    return out, users / u
 
 
 def expected_labels(a: float, n: int, zipf: float = 1.0) -> float:
@@ -130,14 +182,35 @@ def experiments_on(dataset: str, only: list[str] | None) -> list[tuple[Path, dic
     return out
 
 
+def proxy_args(entry: dict, exp: dict, rows: int, data: Path, dry_run: bool) -> tuple[list[str], str]:
+    """train_step's arguments for `exp` on `entry`'s shape proxy, and the proxy's description."""
+    from xcbench.runspec import method_config, task_config
+
+    name = entry["name"]
+    if name in SEQ_SIZES:
+        users, n, inter = SEQ_SIZES[name]
+        batch = max(int(method_config(exp, name, m)[1]["batch_size"]) for m in exp["methods"])
+        max_len = int(task_config(exp, name)[1].get("max_len", 20))
+        processed, F = (None, float("nan")) if dry_run else seq_proxy(entry, batch, max_len, data)
+        return (["--processed", str(processed), "--epoch-scale", f"{F:.6g}"],
+                f"shape proxy of {name}: its {n:,} items, every user of its mean {round(inter / users)} items, "
+                f"epochs projected at its {users:,} users")
+    n_train, _, per_point = XC_SIZES[name]
+    processed = None if dry_run else prepared(entry, rows, data)
+    feats = None if dry_run else featurised(processed, exp["features"], name, data)
+    return (["--processed", str(processed), "--features", str(feats), "--epoch-rows", str(n_train)],
+            f"shape proxy of {name}: synthetic-xmc with its {int(entry['n_classes']):,} labels and {per_point} labels "
+            f"a point, {rows:,} rows, epochs projected at its {n_train:,} training points")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dataset", choices=sorted(XC_SIZES))
+    p.add_argument("dataset", choices=sorted({*XC_SIZES, *SEQ_SIZES}))
     p.add_argument("--experiments", nargs="*", default=None, help="experiment files (default: every one on the dataset)")
     p.add_argument("--methods", nargs="*", default=None, help="default: every method of each experiment")
     p.add_argument("--exclude", nargs="*", default=[], help="methods left out (e.g. a dense head over a wide "
                    "intermediate layer whose n x 32,768 weights and Adam state do not fit beside other work)")
-    p.add_argument("--rows", type=int, default=2400, help="the proxy's training rows (enough for the timed batches)")
+    p.add_argument("--rows", type=int, default=2400, help="XMC: the proxy's training rows (enough for the timed batches)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--note", default="", help="the conditions of the measurement, appended to each table's title")
@@ -149,20 +222,15 @@ def main() -> None:
     exps = experiments_on(a.dataset, a.experiments)
     if not exps:
         raise SystemExit(f"shape_proxy: no paper-scale experiment trains on {a.dataset}")
-    processed = None if a.dry_run else prepared(entry, a.rows, data)
-    n_train, _, per_point = XC_SIZES[a.dataset]
     for f, exp in exps:
         methods = [m for m in exp["methods"] if (not a.methods or m in a.methods) and m not in a.exclude]
         if not methods:
             continue
-        feats = None if a.dry_run else featurised(processed, exp["features"], a.dataset, data)
-        note = (f"shape proxy of {a.dataset}: synthetic-xmc with its {int(entry['n_classes']):,} labels and "
-                f"{per_point} labels a point, {a.rows:,} rows, epochs projected at its {n_train:,} training points"
-                + (f"; {a.note}" if a.note else ""))
+        args, note = proxy_args(entry, exp, a.rows, data, a.dry_run)
         cmd = [sys.executable, "benchmarks/train_step.py", "--experiment", str(f.relative_to(REPO)), "--scale", "paper",
-               "--dataset", a.dataset, "--processed", str(processed), "--features", str(feats),
-               "--epoch-rows", str(n_train), "--steps", str(a.steps), "--threads", str(a.threads),
-               "--name", f"train_step_{exp['paper']}_{exp['artifact']}_paper_{a.dataset}", "--note", note,
+               "--dataset", a.dataset, *args, "--steps", str(a.steps), "--threads", str(a.threads),
+               "--name", f"train_step_{exp['paper']}_{exp['artifact']}_paper_{a.dataset}",
+               "--note", note + (f"; {a.note}" if a.note else ""),
                "--merge", "--methods", *methods]  # --merge: a method measured apart keeps its row
         print(" ".join(cmd), flush=True)
         if not a.dry_run:

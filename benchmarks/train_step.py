@@ -38,7 +38,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     """One method's step rate. `cuda_graph`: its steps replayed from a captured CUDA graph, as `train.cuda_graph`
     runs them (graphs.py; draws on the device; its eager warm-up and capture steps are untimed). `rows`: the
     epoch projected over {"train": rows trained on, "val": rows evaluated} instead of the task's own (a shape
-    proxy's: shape_proxy.py): batches = ceil(train / batch size), evaluation time scaled by val / the task's."""
+    proxy's: shape_proxy.py): batches = ceil(train / batch size), evaluation time scaled by val / proxy_val."""
     from xcbench import graphs
     from xcbench.seed import draws_device, torch_generator
     from xcbench.step import evaluate_splits, train_step
@@ -100,7 +100,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
     model.train()  # later phases step as training does (dropout on)
     step_s, nb, epochs = statistics.median(times[warmup:]), task.n_train_batches(bs), int(train_cfg["epochs"])
     if rows:  # evaluation is linear in its rows (each scored against every class)
-        nb, eval_s = -(-rows["train"] // bs), eval_s * rows["val"] / task.info["n_val"]
+        nb, eval_s = -(-rows["train"] // bs), eval_s * rows["val"] / rows["proxy_val"]
     data_s = statistics.median(waits[warmup:])
     sel = getattr(model.head, "selector", None)
     phases = [{"from_epoch": 0, **({"trees": sel.trees, "T": sel.rebuild_every} if hasattr(sel, "phase_epochs") else {}),
@@ -130,9 +130,13 @@ def kept_rows(path: Path, measuring: set[str]) -> list[dict]:
     return [r for r in json.loads(path.read_text()) if r["method"] not in measuring] if path.exists() else []
 
 
-def proxy_rows(task, n: int) -> dict:
-    """The rows an epoch of the real dataset trains on and evaluates, from its n training rows split as the task
-    splits them (`val_frac` held out for validation), beside the proxy's own."""
+def proxy_rows(task, n: int | None = None, scale: float | None = None) -> dict:
+    """The rows an epoch of the real dataset trains on and evaluates, beside the proxy's own: from its n training
+    rows split as the task splits them (`val_frac` held out for validation; XMC), or (`scale`) as `scale` copies of
+    the proxy's windows and validation queries (seqrec: the real set's users over the proxy's, at one length)."""
+    if scale is not None:
+        tr, va = task.n_train_batches(1), task.info["n_val_queries"]
+        return {"train": round(tr * scale), "val": round(va * scale), "proxy_train": tr, "proxy_val": va}
     val = int(round(n * task.info["val_frac"]))
     return {"train": n - val, "val": val, "proxy_train": task.info["n_train"], "proxy_val": task.info["n_val"]}
 
@@ -242,6 +246,9 @@ def main() -> None:
     p.add_argument("--epoch-rows", type=int, default=None, metavar="N",
                    help="project the epoch over N rows (the real dataset's training rows, before its validation split) "
                         "instead of --processed's: --processed is a shape proxy of --dataset (benchmarks/shape_proxy.py)")
+    p.add_argument("--epoch-scale", type=float, default=None, metavar="F",
+                   help="project the epoch over F times --processed's training and validation rows: --processed is "
+                        "a shape proxy of --dataset with 1/F of its users (seqrec; benchmarks/shape_proxy.py)")
     a = p.parse_args()
     from xcbench.catalogue import dataset_entry, load_datasets
     from xcbench.config import load_experiment, resolve_experiment
@@ -261,7 +268,7 @@ def main() -> None:
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0,
                      dataset=a.dataset)
     task.read_ahead = a.read_ahead
-    shape = proxy_rows(task, a.epoch_rows) if a.epoch_rows else None
+    shape = proxy_rows(task, a.epoch_rows, a.epoch_scale) if a.epoch_rows or a.epoch_scale else None
     rate = gemm_gflops(device)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
     methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))

@@ -2,6 +2,7 @@
 midx_seed_curves' reading of training logs."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import load_benchmark as _load
@@ -234,6 +235,40 @@ def test_train_step_projects_a_shape_proxys_epoch_over_the_real_rows(tiny_xmc, t
     bs = int(tiny_exp["train"]["batch_size"])
     assert r["batches_per_epoch"] == -(-9_000 // bs) != task.n_train_batches(bs)
     assert r["eval_s"] == pytest.approx(1_000 / task.info["n_val"])
+
+
+def test_seqrec_shape_proxy_has_the_real_sets_items_and_mean_length_and_projects_by_users(tmp_path, catalogue,
+                                                                                           monkeypatch):
+    """A seqrec proxy: the real set's items (every one occurring), every user of the real mean length, enough
+    users for five batches of windows; the real set is F = users / proxy users copies of it, so train_step's epoch
+    takes F times the proxy's windows and validation queries."""
+    import itertools
+
+    import numpy as np
+    import torch
+
+    from xcbench.config import load_experiment, resolve_experiment
+    from xcbench.data.datasets import load_npz
+    from xcbench.tasks.base import make_task
+
+    sp, ts = _load("shape_proxy"), _load("train_step")
+    monkeypatch.setitem(sp.SEQ_SIZES, "gowalla", (1_000, 300, 25_000))  # L = 25: 21 training items, 1 window each
+    assert sp.seq_windows(25, 20) == 1 and sp.seq_windows(62, 20) == 3  # split_points(62) = (50, 56): 49 positions
+    processed, F = sp.seq_proxy(catalogue["gowalla"], batch=16, max_len=20, data=tmp_path)
+    arrays, meta = load_npz(processed)
+    lengths = np.diff(arrays["seq_indptr"])
+    assert meta["n_users"] == 80 and F == pytest.approx(1_000 / 80)              # 5 batches of 16 windows
+    assert (lengths == 25).all() and np.unique(arrays["seq_items"]).size == 300
+    exp = resolve_experiment(load_experiment(Path(__file__).parents[1] / "config/experiments/midx/table7.yaml"), "tiny")
+    exp["train"]["batch_size"] = 16
+    task = make_task(exp, catalogue["gowalla"], str(processed), None, torch.device("cpu"), 0, dataset="gowalla")
+    rows = ts.proxy_rows(task, scale=F)
+    assert rows["proxy_train"] == 80 and rows["proxy_val"] == 80 * 2            # round(25 / 10) = 2 held out
+    assert rows["train"] == round(80 * F) == 1_000 and rows["val"] == round(rows["proxy_val"] * F)
+    clock = itertools.count()  # every timed interval 1 s
+    monkeypatch.setattr(ts.time, "perf_counter", lambda: float(next(clock)))
+    r = ts.one(exp, task, "gowalla", "sas_full", torch.device("cpu"), 1, rows=rows)
+    assert r["batches_per_epoch"] == 1_000 // 16 + 1 and r["eval_s"] == pytest.approx(F)
 
 
 def test_train_step_merge_keeps_the_rows_of_the_methods_not_measured_now(tmp_path):
