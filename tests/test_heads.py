@@ -168,6 +168,30 @@ def test_normalized_softmax_scores_and_loss_follow_their_formula(tau, normalize,
         loss, -torch.log_softmax(want, 1).gather(1, y[:, None]).mean())))
 
 
+@pytest.mark.parametrize("kw", [{"normalize": False}, {"normalize": True, "tau": 2.5}])
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_normalized_softmax_chunked_equals_its_materialised_loss(kw, multilabel):
+    """`chunk`: the loss over chunks of classes (no (B, n) logits) equals the materialised one, with both gradients,
+    at a chunk that leaves a short last chunk (n = 50, chunk 16: 16 + 16 + 16 + 2), so a class dropped from the
+    last chunk or a chunk's rows left out of the gradient shows."""
+    g, n = torch.Generator().manual_seed(4), 50
+    y = torch.randint(-1, n, (9, 3), generator=g) if multilabel else torch.randint(0, n, (9,), generator=g)
+    if multilabel:
+        y[:, 0] = y[:, 0].clamp(min=0)
+    y[0] = n - 1  # a target in the short last chunk
+    h0 = torch.randn(9, D, generator=g)
+    out = []
+    for chunk in (None, 16):
+        head = HEADS.get("normalized_softmax")(D, n, torch.Generator().manual_seed(1), chunk=chunk, **kw)
+        h = h0.clone().requires_grad_(True)
+        loss = head.loss(h, y, None, torch.Generator())
+        out.append((loss.detach(), *torch.autograd.grad(loss, (h, head.E))))
+    for a, b in zip(*out):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="absolute"):
+        HEADS.get("normalized_softmax")(D, n, torch.Generator(), absolute=True, chunk=16)
+
+
 @pytest.mark.parametrize("kw", [{"sparse_grad": True}, {"sparse_grad": False},
                                 {"sparse_grad": True, "normalize": True, "tau": 5.0}, {"sparse_grad": True, "absolute": True},
                                 {"sparse_grad": True, "correct": "both"}])

@@ -459,3 +459,22 @@ def test_quadratic_exact_in_place_form_keeps_the_kept_runs_draws_bit_for_bit():
     assert torch.equal(ids, torch.multinomial(logp.exp(), 50, replacement=True, generator=torch.Generator().manual_seed(5)))
     assert torch.equal(log_q, logp.gather(1, ids))
     assert torch.equal(s.log_prob(h, ids), logp.gather(1, ids))
+
+
+@pytest.mark.parametrize("name, kw", [("exact", {"tau": 2.0}), ("quadratic_exact", {"alpha": 100.0})])
+def test_exact_samplers_in_query_chunks_draw_the_same_classes_with_the_same_log_q(name, kw):
+    """`chunk`: the scores of `chunk` queries at a time (37 = 10 + 10 + 10 + 7 rows: a short last chunk). torch's
+    CPU multinomial draws row after row from the generator, so the draws are the unchunked ones exactly; log q
+    agrees to rounding (each chunk's product rounds alone), for the draws and for any given ids."""
+    g = torch.Generator().manual_seed(6)
+    E, h = torch.randn(300, 8, generator=g), torch.randn(37, 8, generator=g)
+    whole, chunked = SAMPLERS.get(name)(300, **kw), SAMPLERS.get(name)(300, chunk=10, **kw)
+    for s in (whole, chunked):
+        s.update(E, None)
+    (i0, l0), (i1, l1) = (s.sample(h, 5, torch.Generator().manual_seed(0)) for s in (whole, chunked))
+    assert torch.equal(i1, i0)
+    torch.testing.assert_close(l1, l0, rtol=1e-5, atol=1e-6)
+    ids = torch.randint(0, 300, (37, 4), generator=g)
+    torch.testing.assert_close(chunked.log_prob(h, ids), whole.log_prob(h, ids), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="chunk"):
+        SAMPLERS.get(name)(300, chunk=0, **kw)

@@ -5,7 +5,10 @@ Logits o_c = tau h . e_c with h and e_c L2-normalised when `normalize` (the RF-s
 "1/sqrt(tau)" is the paper's softmax temperature, 0.3 there, so tau = 11.1). With `absolute`
 (Blanc & Rendle's absolute softmax, used with the quadratic kernel) the logits are tau |h . e_c|;
 `scores` then returns those logits too, so evaluation measures the distribution that was trained.
-Loss: cross-entropy over all n classes, -log softmax(o)_t.
+Loss: cross-entropy over all n classes, -log softmax(o)_t. With `chunk` the same loss and gradients come from
+heads/full_chunked.py's class-chunked pass over (tau h^, e^) with no bias: `chunk` x B logits at a time instead of
+n x B (MIDX Table 7's Full at Gowalla: 67K queries a batch x 122K items would be 33 GB of float32 logits, and as much
+again for their gradient).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xcbench.heads.base import Head, class_weights
+from xcbench.heads.base import Head, check_param, class_weights
+from xcbench.heads.full_chunked import ChunkedSoftmaxCE
 from xcbench.heads.full_softmax import softmax_ce
 from xcbench.registry import HEADS
 
@@ -23,10 +27,17 @@ from xcbench.registry import HEADS
 class NormalizedSoftmax(Head):
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, tau: float = 1.0,
-                 normalize: bool = True, absolute: bool = False, init_std: float = 0.01) -> None:
+                 normalize: bool = True, absolute: bool = False, init_std: float = 0.01,
+                 chunk: int | None = None) -> None:
         super().__init__(in_dim, n_classes, gen)
         self.E = class_weights(n_classes, in_dim, gen, init_std)                                 # (n, d)
         self.tau, self.normalize, self.absolute = tau, normalize, absolute
+        if chunk is not None:
+            check_param("normalized_softmax", "chunk", chunk, 1)
+            if absolute:
+                raise ValueError("normalized_softmax: params.chunk computes tau h.e logits; with absolute: true "
+                                 "(tau |h.e|) leave chunk out")
+        self.chunk = chunk
 
     def _unit(self, z: torch.Tensor) -> torch.Tensor:
         return F.normalize(z, dim=-1) if self.normalize else z
@@ -48,4 +59,8 @@ class NormalizedSoftmax(Head):
         return self._logit(self._unit(h) @ self._unit(self.E).T)                             # (B, n)
 
     def loss(self, h, y, idx, gen):
-        return softmax_ce(self.scores(h), y)
+        if self.chunk is None:
+            return softmax_ce(self.scores(h), y)
+        q = self._unit(h) if self.tau == 1.0 else self.tau * self._unit(h)                    # (B, d)
+        zero = torch.zeros(self.n_classes, dtype=q.dtype, device=q.device)                   # (n,) no bias
+        return ChunkedSoftmaxCE.apply(q, self._unit(self.E), zero, y, self.chunk)
