@@ -51,7 +51,11 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     features = features_path(exp.get("features"), entry)
     if features:
         cmd += f" --features {features}"
-    if entry.get("available") is False:  # no data at hand: a synthetic set of its shape steps as it does
+    from shape_proxy import SEQ_SIZES  # here, not at the top: shape_proxy imports this module
+
+    # no data at hand (a manual download, or a log fetched from its URL, which a run downloads): a synthetic set of
+    # its shape steps as it does
+    if entry.get("available") is False or dataset in SEQ_SIZES:
         cmd = (f"python benchmarks/shape_proxy.py {dataset} --experiments {path.relative_to(REPO)}` (no data needed; "
                f"with the data: `{cmd}")
     return {"why": why, "command": cmd}

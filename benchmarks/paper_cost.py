@@ -192,9 +192,10 @@ def markdown(rows: list[dict]) -> str:
               "matmul floor: the step's matrix-product FLOPs at the device's measured product rate (train_step.py); "
               "`-` for an LSTM model measured before train_step counted the fused recurrent ops (torch's FlopCounterMode "
               "counts them as 0: such a floor left out the LSTM, e.g. 34 GFLOP a step at MIDX table4_adam's batch). "
-              "`(shape proxy)`: measured on a synthetic set of the real one's shape, where the real set is a manual "
-              "download (benchmarks/shape_proxy.py: its label count, labels per point and feature width; the epoch "
-              "projected over its training rows).", "",
+              "`(shape proxy)`: measured on a synthetic set of the real one's shape, where the real set is not on this "
+              "machine (benchmarks/shape_proxy.py: XMC, its label count, labels per point and feature width, the epoch "
+              "projected over its training rows; sequential recommendation, its items and mean sequence length, the "
+              "epoch projected over its users).", "",
               "| artifact | dataset | method | epochs (kept) | CPU ms / step | matmul floor ms | CPU h | GPU ms / step | GPU h |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

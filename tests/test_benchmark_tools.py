@@ -298,6 +298,10 @@ def test_paper_cost_says_why_a_run_has_no_step_rate_and_how_to_measure_it(tmp_pa
     assert why["sparse", "table1", "amazon-670k"]["command"].startswith(
         "python benchmarks/shape_proxy.py amazon-670k --experiments config/experiments/sparse/table1.yaml` (no data")
     assert why["rff", "fig3", "ptb"]["why"] == "data downloaded from its URL (the mirror first)"
+    assert why["midx", "table7", "gowalla"]["command"].startswith(  # a fetched log: measurable before the download
+        "python benchmarks/shape_proxy.py gowalla --experiments config/experiments/midx/table7.yaml` (no data")
+    assert why["midx", "table7_lr", "gowalla"]["command"].startswith(
+        "python benchmarks/shape_proxy.py gowalla --experiments config/experiments/midx/table7.yaml`")
     assert "--experiment config/experiments/xcbench/xmc.yaml " in why["xcbench", "xmc_lr", "synthetic-xmc-1m"]["command"]
     md = paper_cost.markdown(rows)
     assert "| midx/fig7b | synthetic-sphere-10k | 7 | a measurement job" in md
