@@ -23,8 +23,9 @@ reads an item count n and (B, max_len) windows of item ids, nothing else. The pr
 every user its mean length L = interactions / users (sizes from the MIDX paper's Table 6), items drawn from a Zipf
 prior with every item present, and enough users for the timed batches; the real set is F = users / proxy users
 copies of it, so its windows and validation queries are F times the proxy's (`train_step.py --epoch-scale F`).
-At one length a user has ceil((L_train - 1) / max_len) windows, where real users of mixed lengths have about half a
-window more or less each (within 10% of the epoch's batches at these three sets' L = 118, 62, 43).
+Real users have mixed lengths: counted on the five time-ordered sets here, the mean-length projection gives 0.83-1.00x
+the real windows (an epoch's batches), 0.98-1.08x its training queries (the rows a head scores) and 0.82-1.06x its
+validation queries; the 0.83 is LastFM's heavy tail (mean 48, median 19): studies/shape_proxy_check/out/seqrec_counts.md.
 
     python benchmarks/shape_proxy.py amazon-670k --threads 1        # every experiment that trains on it
     python benchmarks/shape_proxy.py gowalla --experiments config/experiments/midx/table7.yaml
