@@ -79,6 +79,7 @@ def seq_proxy(entry: dict, batch: int, max_len: int, data: Path, batches: int = 
     import torch
 
     from xcbench.data.datasets import prepare
+    from xcbench.io import write_text
 
     name = entry["name"]
     users, n, inter = SEQ_SIZES[name]
@@ -94,7 +95,7 @@ def seq_proxy(entry: dict, batch: int, max_len: int, data: Path, batches: int = 
         raw = data / "raw" / name / f"proxy_seq_{digest}"
         raw.mkdir(parents=True, exist_ok=True)
         lines = (" ".join(map(str, [k + 1, *row])) for k, row in enumerate((S.view(u, L) + 1).tolist()))
-        (raw / "sequences.txt").write_text("\n".join(lines) + "\n")
+        write_text(raw / "sequences.txt", "\n".join(lines) + "\n")  # atomically: a cut run leaves no half file
         prepare({**entry, "format": "seq_lines", "splits": {"all": "sequences.txt"}, "files": []}, raw, out)
     return out, users / u
 
