@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from proxy_sizes import SEQ_SIZES
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,8 +53,6 @@ def how_to_measure(path: Path, exp: dict, dataset: str, catalogue: dict) -> dict
     features = features_path(exp.get("features"), entry)
     if features:
         cmd += f" --features {features}"
-    from shape_proxy import SEQ_SIZES  # here, not at the top: shape_proxy imports this module
-
     # no data at hand (a manual download, or a log fetched from its URL, which a run downloads): a synthetic set of
     # its shape steps as it does
     if entry.get("available") is False or dataset in SEQ_SIZES:

@@ -40,28 +40,10 @@ import sys
 from pathlib import Path
 
 from cost_next import is_lr_grid, paper_experiments
+from proxy_sizes import SEQ_SIZES, XC_SIZES
 
 REPO = Path(__file__).resolve().parents[1]
 PROXY = "data/shape_proxy"
-
-# dataset: (training points, test points, mean labels per point), from the XC repository's table
-XC_SIZES = {
-    "delicious": (12_920, 3_185, 19.03),  # real data here too (the mirror): studies/shape_proxy_check
-    "amazoncat-13k": (1_186_239, 306_782, 5.04),
-    "wiki10-31k": (14_146, 6_616, 18.64),
-    "delicious-200k": (196_606, 100_095, 75.54),
-    "wikilshtc-325k": (1_778_351, 587_084, 3.19),
-    "wikipedia-500k": (1_813_391, 783_743, 4.77),
-    "amazon-670k": (490_449, 153_025, 5.45),
-}
-
-
-# dataset: (users, items, interactions) after the paper's filters, from the MIDX paper's Table 6
-SEQ_SIZES = {
-    "movielens-10m": (69_585, 9_176, 8_233_567),
-    "gowalla": (52_986, 121_867, 3_301_571),
-    "amazon-books": (68_498, 65_549, 2_954_716),
-}
 
 
 def seq_windows(L: int, max_len: int) -> int:
@@ -127,7 +109,7 @@ def proxy_entry(entry: dict, rows: int, vocab: int = 20_000) -> dict:
     point, `rows` training rows and a fifth as many test rows."""
     name = entry["name"]
     if name not in XC_SIZES:
-        raise SystemExit(f"shape_proxy: no sizes for {name!r}; add its XC repository row to XC_SIZES in {__file__}")
+        raise SystemExit(f"shape_proxy: no sizes for {name!r}; add its XC repository row to XC_SIZES in benchmarks/proxy_sizes.py")
     _, _, per_point = XC_SIZES[name]
     n = int(entry["n_classes"])
     params = {"seed": 0, "n_train": rows, "n_test": max(1, rows // 5), "n_labels": n, "n_features": vocab,
