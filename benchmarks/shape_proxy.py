@@ -48,9 +48,9 @@ PROXY = "data/shape_proxy"
 
 def seq_windows(L: int, max_len: int) -> int:
     """The training windows of one user of L items, as tasks/seqrec.py cuts them."""
-    from xcbench.tasks.seqrec import split_points
+    from xcbench.tasks.seqrec import split_points, window_ends
 
-    return len(range(split_points(L)[0], 1, -max_len))
+    return len(window_ends(split_points(L)[0], max_len))
 
 
 def seq_proxy(entry: dict, batch: int, max_len: int, data: Path, batches: int = 5, zipf: float = 0.8) -> tuple[Path, float]:

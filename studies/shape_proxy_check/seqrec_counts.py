@@ -26,12 +26,12 @@ SETS = ["movielens-100k", "seqrec-lastfm", "seqrec-beauty", "seqrec-sports", "se
 def counts(lengths: np.ndarray, T: int) -> dict:
     """(training windows, training queries, validation queries) of users of these lengths, cut as tasks/seqrec.py
     cuts them: windows of <= T + 1 items from the end of the training part, a query per non-padding target."""
-    from xcbench.tasks.seqrec import split_points
+    from xcbench.tasks.seqrec import split_points, window_ends
 
     w = q = v = 0
     for L in lengths.tolist():
         tr, va = split_points(L)
-        ends = range(tr, 1, -T)
+        ends = window_ends(tr, T)
         w += len(ends)
         q += sum(min(T, e - 1) for e in ends)  # a window of min(T + 1, e) items holds min(T, e - 1) targets
         v += va - tr

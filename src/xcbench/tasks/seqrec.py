@@ -32,6 +32,12 @@ def split_points(L: int) -> tuple[int, int]:
     return L - 2 * n_ho, L - n_ho
 
 
+def window_ends(tr: int, T: int) -> range:
+    """The ends of the training windows of a sequence whose first tr items train: windows of <= T + 1 items cut
+    from the end, seq[max(0, end - T - 1):end] for each end."""
+    return range(tr, 1, -T)
+
+
 def left_pad(seqs: list[np.ndarray], T: int) -> np.ndarray:
     out = np.full((len(seqs), T), -1, np.int64)
     for i, s in enumerate(seqs):
@@ -65,7 +71,7 @@ class SeqRecTask(Task):
         windows, queries = [], {"val": [], "test": []}
         for u, s in enumerate(self.seqs):
             tr, va = split_points(len(s))
-            for end in range(tr, 1, -self.T):               # windows of <= T + 1 items, from the end
+            for end in window_ends(tr, self.T):
                 windows.append(s[max(0, end - self.T - 1):end])
             for split, (a, b) in (("val", (tr, va)), ("test", (va, len(s)))):
                 queries[split] += [(u, p) for p in range(a, b)]
