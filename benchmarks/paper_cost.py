@@ -117,7 +117,13 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                 done = as_today(done, train_cfg)
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
+            plateau = train_cfg.get("plateau") or {}
+            stops = train_cfg.get("schedule") == "plateau" and int(plateau.get("stop_patience") or epochs) < epochs
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
+                   # a plateau rule that stops the run: its hours below are for all its epochs, an upper bound
+                   "stop_rule": stops,
+                   "stopped_at": done["epochs"] if stops and done and not done.get("cut_short_after_epoch")
+                   and done.get("epochs", epochs) < epochs else None,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
                    "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None,
                    "kept_step_ms": ((done or {}).get("final") or {}).get("step_ms"),  # the kept run's own last-epoch step
@@ -187,7 +193,7 @@ def markdown(rows: list[dict]) -> str:
               f"its checkpoint in this work tree, {resumable} have one, else its whole run, even where the reference "
               "tree keeps it cut short). The whole paper scale from scratch, over the runs "
               f"measured: {hours(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
-              f"{hours(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).", "",
+              f"{hours(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).{early_stop_note(rows)}", "",
               "## Runs with a measured step rate", "",
               "matmul floor: the step's matrix-product FLOPs at the device's measured product rate (train_step.py); "
               "`-` for an LSTM model measured before train_step counted the fused recurrent ops (torch's FlopCounterMode "
@@ -210,6 +216,28 @@ def markdown(rows: list[dict]) -> str:
     lines += claims_section(rows)
     lines += unmeasured_section(rows)
     return "\n".join(lines) + "\n"
+
+
+def early_stop_note(rows: list[dict]) -> str:
+    """The owed runs that a plateau rule may stop before their last epoch (`stop_patience`), projected above at all
+    their epochs (an upper bound), per paper beside where that paper's kept runs under such a rule stopped."""
+    parts = []
+    for paper in sorted({r["paper"] for r in rows if r["stop_rule"]}):
+        mine = [r for r in rows if r["paper"] == paper and r["stop_rule"]]
+        owed = [r for r in mine if r["kept_epochs"] < r["epochs"]]
+        if not owed:
+            continue
+        left = sum(r["cpu"]["left_h"] for r in owed if "cpu" in r)
+        fracs = sorted(r["stopped_at"] / r["epochs"] for r in mine if r["stopped_at"])
+        seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {statistics.median(fracs):.0%} of "
+                f"their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {hours(left * statistics.median(fracs))} CPU-h "
+                "at that fraction" if fracs else "; none of its runs under the rule is kept yet")
+        parts.append(f"{paper}, {len(owed)} runs, {hours(left)} CPU-h{seen}")
+    if not parts:
+        return ""
+    return (" Runs under a plateau rule that stops them (`stop_patience`) are projected at all their epochs, an upper "
+            "bound (a run stops where its own validation curve flattens, so a fraction from other runs is an estimate): "
+            + "; ".join(parts) + ".")
 
 
 def accuracy_section(rows: list[dict]) -> list[str]:

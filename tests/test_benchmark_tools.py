@@ -320,6 +320,34 @@ def test_paper_cost_projects_each_run_over_its_own_epochs(tmp_path):
     assert rows["synthetic-faces-87k", "full"]["epochs"] == 30 and rows["synthetic-faces-87k", "full"]["cpu"]["run_h"] == 30.0
 
 
+def test_paper_cost_bounds_runs_a_plateau_rule_stops_by_where_kept_ones_stopped(tmp_path):
+    """MIDX Figure 7(a) trains at most 100 epochs under a plateau rule that stops it (stop_patience 10): a kept run
+    that ended at epoch 40 without being cut stopped early there (a cut one did not); the owed runs' hours are
+    an upper bound, put beside that paper's median stopping fraction; a paper with none kept gets no fraction."""
+    import json as _json
+
+    paper_cost = _load("paper_cost")
+    run = tmp_path / "midx" / "fig7a" / "ptb"
+    for key, rec in (("uniform_m5", {"epochs": 40}), ("uniform_m10", {"epochs": 60}),
+                     ("uniform_m50", {"epochs": 30, "cut_short_after_epoch": 30})):
+        (run / key / "seed0").mkdir(parents=True)
+        (run / key / "seed0" / "metrics.json").write_text(_json.dumps(rec))
+    records = [{"paper": "midx", "artifact": "fig7a", "method": m, "dataset": "ptb", "gpu": False, "epochs": 100,
+                "run_h": 2.0, "step_ms": 50.0, "source": "train_step_midx_fig7a_paper.json"}
+               for m in ("uniform_m50", "uniform_m100")]
+    rows = {r["method"]: r for r in paper_cost.plan(tmp_path, records, tmp_path / "none")
+            if (r["paper"], r["artifact"]) == ("midx", "fig7a")}
+    assert rows["uniform_m5"]["stop_rule"] and rows["uniform_m5"]["stopped_at"] == 40
+    assert rows["uniform_m10"]["stopped_at"] == 60 and rows["uniform_m50"]["stopped_at"] is None
+    text = paper_cost.early_stop_note([r for r in rows.values()])
+    # owed: uniform_m50 (cut after 30, no checkpoint: 2 h) and uniform_m100 (2 h); the rest measured nowhere
+    assert "midx, 26 runs, 4.00 CPU-h; 2 of its kept runs under the rule stopped at a median 50% of their epochs " \
+           "(40%-60%), near 2.00 CPU-h" in text
+    other = {**rows["uniform_m100"], "paper": "sparse"}
+    assert "sparse, 1 runs, 2.00 CPU-h; none of its runs under the rule is kept yet" in paper_cost.early_stop_note([other])
+    assert paper_cost.early_stop_note([{**other, "stop_rule": False}]) == ""
+
+
 def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
     """MIDX's seqrec_sas_rq_ge_pq compares SASRec's MIDX-rq and MIDX-pq on each Table 7 dataset: with MIDX-rq kept
     whole on Sports it waits on MIDX-pq alone there, and on both elsewhere; with MIDX-pq kept cut short it still
