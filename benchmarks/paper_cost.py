@@ -227,12 +227,13 @@ def early_stop_note(rows: list[dict]) -> str:
         owed = [r for r in mine if r["kept_epochs"] < r["epochs"]]
         if not owed:
             continue
-        left = sum(r["cpu"]["left_h"] for r in owed if "cpu" in r)
+        left = {k: sum(r[k]["left_h"] for r in owed if k in r) for k in ("cpu", "gpu")}
         fracs = sorted(r["stopped_at"] / r["epochs"] for r in mine if r["stopped_at"])
+        cost = lambda f: " and ".join(f"{hours(h * f)} {k.upper()}-h" for k, h in left.items() if h)  # noqa: E731
         seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {statistics.median(fracs):.0%} of "
-                f"their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {hours(left * statistics.median(fracs))} CPU-h "
-                "at that fraction" if fracs else "; none of its runs under the rule is kept yet")
-        parts.append(f"{paper}, {len(owed)} runs, {hours(left)} CPU-h{seen}")
+                f"their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {cost(statistics.median(fracs))} at that fraction"
+                if fracs else "; none of its runs under the rule is kept yet")
+        parts.append(f"{paper}, {len(owed)} runs, {cost(1.0)}{seen}")
     if not parts:
         return ""
     return (" Runs under a plateau rule that stops them (`stop_patience`) are projected at all their epochs, an upper "

@@ -342,7 +342,11 @@ def test_paper_cost_bounds_runs_a_plateau_rule_stops_by_where_kept_ones_stopped(
     text = paper_cost.early_stop_note([r for r in rows.values()])
     # owed: uniform_m50 (cut after 30, no checkpoint: 2 h) and uniform_m100 (2 h); the rest measured nowhere
     assert "midx, 26 runs, 4.00 CPU-h; 2 of its kept runs under the rule stopped at a median 50% of their epochs " \
-           "(40%-60%), near 2.00 CPU-h" in text
+           "(40%-60%), near 2.00 CPU-h at that fraction" in text
+    # a run owed on a GPU record too: both kinds' hours, each scaled
+    gpu = {**rows["uniform_m100"], "gpu": {"left_h": 8.0}}
+    assert "midx, 26 runs, 4.00 CPU-h and 8.00 GPU-h;" in paper_cost.early_stop_note(
+        [gpu if r is rows["uniform_m100"] else r for r in rows.values()])
     other = {**rows["uniform_m100"], "paper": "sparse"}
     assert "sparse, 1 runs, 2.00 CPU-h; none of its runs under the rule is kept yet" in paper_cost.early_stop_note([other])
     assert paper_cost.early_stop_note([{**other, "stop_rule": False}]) == ""
