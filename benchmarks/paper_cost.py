@@ -95,7 +95,7 @@ def checkpoint_epoch(path: Path | None) -> int | None:
 
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
     from xcbench.catalogue import load_datasets
-    from xcbench.reporting.stop_rule import as_today
+    from xcbench.reporting.stop_rule import as_today, stopped_early_at
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config
 
@@ -122,8 +122,7 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
                    # a plateau rule that stops the run: its hours below are for all its epochs, an upper bound
                    "stop_rule": stops,
-                   "stopped_at": done["epochs"] if stops and done and not done.get("cut_short_after_epoch")
-                   and done.get("epochs", epochs) < epochs else None,
+                   "stopped_at": stopped_early_at(done, epochs) if stops and done else None,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
                    "checkpoint_epoch": checkpoint_epoch(ckpt) if trained < epochs else None,
                    "kept_step_ms": ((done or {}).get("final") or {}).get("step_ms"),  # the kept run's own last-epoch step

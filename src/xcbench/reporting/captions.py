@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 
 from xcbench.reporting.labels import caption_name, pretty
+from xcbench.reporting.stop_rule import stopped_early_at
 from xcbench.run import expected_runs
 from xcbench.runspec import encoder_config
 from xcbench.schedules import Plateau
@@ -123,7 +124,7 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
         elif r.get("trained_past_rule"):  # an older, longer patience trained on: read where today's rule stops
             stopped.setdefault(f"{who} at epoch {r['epochs']} (trained to {r['trained_past_rule']} under a longer "
                                "stop patience, read here)", []).append(r.get("seed"))
-        elif planned and r.get("epochs", planned) < planned:
+        elif planned and stopped_early_at(r, planned):
             stopped.setdefault(f"{who} at epoch {r['epochs']} of {planned}", []).append(r.get("seed"))
     many = len(exp.get("seeds", [])) > 1
 

@@ -58,6 +58,13 @@ def read_at_stop(rec: dict, e: int) -> dict:
     return {**out, "curves": curves, "final": final, "epochs": e, "trained_past_rule": rec["epochs"]}
 
 
+def stopped_early_at(rec: dict, planned: int) -> int | None:
+    """The epoch where a run's rule stopped it before its `planned` epochs, None for a run cut short or trained to
+    its end."""
+    e = rec.get("epochs", planned)
+    return e if not rec.get("cut_short_after_epoch") and e < planned else None
+
+
 def as_today(rec: dict, train: dict) -> dict:
     """The record as today's train config `train` leaves it: read at e* where its rule stops a run trained
     past it, else unchanged."""
