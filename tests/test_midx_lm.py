@@ -139,7 +139,7 @@ def test_sweep_points_follow_x_and_series(tmp_path):
     assert sweep_points(exp, collect(res, exp), [["d"]]) == [{"pq": [(8.0, 7.0), (32.0, 5.0)], "rq": [(8.0, 6.0)]}]
 
 
-def test_claims_against_the_best_of_several_runs_and_why_not(tmp_path):
+def test_claims_against_the_best_of_several_runs_why_not_and_caveat(tmp_path):
     exp = {k: v for k, v in EXP.items() if k != "scale"}
     exp["render"] = {"kind": "table", "renderer": "metric_table"}
     write_yaml(tmp_path / "exps" / "t.yaml", exp)
@@ -149,10 +149,14 @@ def test_claims_against_the_best_of_several_runs_and_why_not(tmp_path):
          "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "min", "metric": "ppl"},
          "why_not": {"quick": "too short"}},
         {"id": "below_worst", "text": "X below the worst", "artifact": "t", "left": {"method": "a_x", "metric": "ppl"},
-         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "max", "metric": "ppl"}}]}
+         "op": "<", "right": {"methods": ["a_y", "b_x"], "reduce": "max", "metric": "ppl"},
+         "why_not": {"quick": "hidden when held"}, "caveat": {"quick": "b diverged last", "paper": "other scale"}}]}
     write_yaml(tmp_path / "c.yaml", claims)
     rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"]
-    assert [r["verdict"] for r in rows] == ["not held (at the quick scale: too short)", "held"]
+    assert [r["verdict"] for r in rows] == ["not held (at the quick scale: too short)",
+                                            "held (at the quick scale: b diverged last)"]
+    from xcbench.reporting.claims import verdict_counts
+    assert verdict_counts(rows) == {"held": 1, "not held": 1, "partial": 0, "not testable": 0, "not run": 0}
     assert rows[0]["ours"] == "10 < 8"
 
 

@@ -11,7 +11,8 @@ dataset whose runs exist but do not report the claim's metric (a text column bes
 may be {methods: [...], reduce: min|max} ("below every static sampler"; reporting/claim_values.py: a side's number,
 seeds, runs of unequal length); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
-"not held (at the <scale> scale: text)". Rows of claims quoting the paper's abstract (`abstract:`) and their
+"not held (at the <scale> scale: text)"; a `caveat: {scale: text}` is printed
+so beside any verdict at that scale (a held claim that turns on one run's last epoch). Rows of claims quoting the paper's abstract (`abstract:`) and their
 twins are marked `headline` (`headline_ids`: the README's rows).
 A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", "clearly") holds only when the
 margin is larger than the seeds move it ("not testable: one seed", unless the means already fail).
@@ -138,6 +139,7 @@ def _metrics(c: dict) -> str:
 def _row(c: dict, d: str, ours: str, verdict: str, scale: str, check: str) -> dict:
     # a partial 'not held' gets its reason too (below the best of several runs stays not held as runs arrive)
     why = c.get("why_not", {}).get(scale, "") if verdict.startswith("not held") else ""
+    why = "; ".join(t for t in (why, c.get("caveat", {}).get(scale, "")) if t)
     return {"id": c["id"], "claim": c["text"], "dataset": d, "paper": c.get("paper", "–"), "ours": ours,
             "verdict": verdict + (f" (at the {scale} scale: {why})" if why else ""), "scale": scale, "check": check,
             **({"headline": True} if c.get("headline") else {}), **({"setup_check": True} if c.get("check") else {})}
@@ -195,8 +197,8 @@ def verdict_counts(rows: list[dict]) -> dict[str, int]:
     """held / not held / partial (a verdict evaluated over the runs present) / not testable / not run."""
     out = {"held": 0, "not held": 0, "partial": 0, "not testable": 0, "not run": 0}
     for r in rows:
-        v = r["verdict"]
-        key = ("partial" if ", partial" in v.split(" (at the ")[0] else "not testable" if v.startswith("not testable")
+        v = r["verdict"].split(" (at the ")[0]  # the verdict less its why_not / caveat
+        key = ("partial" if ", partial" in v else "not testable" if v.startswith("not testable")
                else "held" if v == "held" else "not held" if v.startswith("not held") else "not run")
         out[key] += 1
     return out
