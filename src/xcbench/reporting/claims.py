@@ -11,9 +11,9 @@ dataset whose runs exist but do not report the claim's metric (a text column bes
 may be {methods: [...], reduce: min|max} ("below every static sampler"; reporting/claim_values.py: a side's number,
 seeds, runs of unequal length); a claim's `why_not:
 {scale: text}` is printed beside a "not held" verdict at that scale (the measured reason), as
-"not held (at the <scale> scale: text)"; a `caveat: {scale: text}` is printed
-so beside any verdict at that scale (a held claim that turns on one run's last epoch). Rows of claims quoting the paper's abstract (`abstract:`) and their
-twins are marked `headline` (`headline_ids`: the README's rows).
+"not held (at the <scale> scale: text)"; a `caveat: {scale: text}` is printed so beside any verdict at that
+scale (a held claim that turns on one run's last epoch). Rows of claims quoting the paper's abstract (`abstract:`)
+and their twins are marked `headline` (`headline_ids`: the README's rows).
 A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", "clearly") holds only when the
 margin is larger than the seeds move it ("not testable: one seed", unless the means already fail).
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
