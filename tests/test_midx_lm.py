@@ -160,6 +160,35 @@ def test_claims_against_the_best_of_several_runs_why_not_and_caveat(tmp_path):
     assert rows[0]["ours"] == "10 < 8"
 
 
+def test_a_caveat_leaves_the_verdict_it_qualifies_readable(tmp_path, capsys):
+    """A held row with a caveat counts as held in `xcbench claims`' summary, and a not-run row with one is still
+    left out of a kept tree's claims (`only`)."""
+    from argparse import Namespace
+
+    from xcbench.verbs import cmd_claims
+
+    exp = {k: v for k, v in EXP.items() if k != "scale"}
+    exp["methods"] = {**exp["methods"], "c_x": {"label": "Z", "head": "h", "train": {"lr": 0.3}}}  # no results
+    exp["render"] = {"kind": "table", "renderer": "metric_table"}
+    write_yaml(tmp_path / "exps" / "t.yaml", exp)
+    res = _results(tmp_path, EXP, {("d", "a_x"): {"ppl": 10.0}, ("d", "a_y"): {"ppl": 20.0}, ("d", "b_x"): {"ppl": 8.0}})
+    side = lambda m: {"method": m, "metric": "ppl"}  # noqa: E731
+    claims = {"paper": "p", "claims": [
+        {"id": "held", "text": "X below Y", "artifact": "t", "left": side("a_x"), "op": "<", "right": side("a_y"),
+         "caveat": {"quick": "Y diverged last"}},
+        {"id": "unrun", "text": "Z below Y", "artifact": "t", "left": side("c_x"), "op": "<", "right": side("a_y"),
+         "caveat": {"quick": "Z is cut"}}]}
+    write_yaml(tmp_path / "c.yaml", claims)
+    every = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"]
+    assert [r["verdict"] for r in every] == ["held (at the quick scale: Y diverged last)",
+                                             "not run (at the quick scale: Z is cut)"]
+    kept = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick", only={"t"})["rows"]
+    assert [r["id"] for r in kept] == ["held"]
+    cmd_claims(Namespace(claims=tmp_path / "c.yaml", experiments=tmp_path / "exps", results=res, scale="quick",
+                         out=tmp_path / "out"))
+    assert "1/2 claims held" in capsys.readouterr().out
+
+
 def test_kl_proposal_of_the_uniform_sampler_is_log_n_minus_entropy():
     """KL(p || 1/n) = log n - H(p): the head's epoch metric against its closed form."""
     g = torch.Generator().manual_seed(0)

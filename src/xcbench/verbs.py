@@ -112,10 +112,10 @@ def cmd_render(args) -> None:
 
 def cmd_claims(args) -> None:
     """Check a paper's claims against the results and write claims.md / claims.json."""
-    from xcbench.reporting.claims import write_claims
+    from xcbench.reporting.claims import bare_verdict, write_claims
 
     res = write_claims(args.claims, args.experiments, args.results, args.scale, args.out)
-    print(f"{sum(r['verdict'] == 'held' for r in res['rows'])}/{len(res['rows'])} claims held")
+    print(f"{sum(bare_verdict(r['verdict']) == 'held' for r in res['rows'])}/{len(res['rows'])} claims held")
 
 
 def cmd_report(args) -> None:

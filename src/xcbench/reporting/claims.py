@@ -176,7 +176,7 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
         new = KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
         if not new:  # every run is there and none reports the metric: a misspelt metric must not vanish
             new = [_row(c, "all", "–", f"no data: no run reports {_metrics(c)}", scale, "")]
-        rows += [r for r in new if only is None or r["verdict"] not in ("not run", "not at this scale")]
+        rows += [r for r in new if only is None or bare_verdict(r["verdict"]) not in ("not run", "not at this scale")]
     return {"paper": spec["paper"], "title": spec.get("title", spec["paper"]), "scale": scale,
             "rows": requires_checks(spec["claims"], rows), "kept": only is not None}
 
@@ -193,11 +193,16 @@ def requires_checks(claims: list[dict], rows: list[dict]) -> list[dict]:
     return out
 
 
+def bare_verdict(verdict: str) -> str:
+    """A row's verdict less the bracket `_row` adds (its why_not / caveat): "held", "not held, partial: ...", ..."""
+    return verdict.split(" (at the ", 1)[0]
+
+
 def verdict_counts(rows: list[dict]) -> dict[str, int]:
     """held / not held / partial (a verdict evaluated over the runs present) / not testable / not run."""
     out = {"held": 0, "not held": 0, "partial": 0, "not testable": 0, "not run": 0}
     for r in rows:
-        v = r["verdict"].split(" (at the ")[0]  # the verdict less its why_not / caveat
+        v = bare_verdict(r["verdict"])
         key = ("partial" if ", partial" in v else "not testable" if v.startswith("not testable")
                else "held" if v == "held" else "not held" if v.startswith("not held") else "not run")
         out[key] += 1
