@@ -60,3 +60,28 @@ def weights_after_steps(experiment: str, scale: str, dataset: str, processed: st
     for t in model.state_dict().values():
         h.update(t.detach().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def steps_in_turn(runs: dict, batches: list, warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds of each training step per form, the forms stepping in turn on the same batches (one load for all):
+    `runs[form] = (model, opt, loss generator, train config, step)`, `step(model, opt, x, y, idx, gen, i, clip)`
+    as step.train_step; each form keeps its own torch global generator (dropout's), equal at the start, so forms
+    that compute the same update end with the same weights. The first `warmup` steps are not timed."""
+    import time
+
+    times = {f: [] for f in runs}
+    rng = {f: torch.random.get_rng_state() for f in runs}
+    for i, (x, y, idx) in enumerate(batches):
+        for f, (model, opt, gen, cfg, step) in runs.items():
+            torch.random.set_rng_state(rng[f])
+            t0 = time.perf_counter()
+            step(model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip"))
+            if i >= warmup:
+                times[f].append(time.perf_counter() - t0)
+            rng[f] = torch.random.get_rng_state()
+    return times
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    """Every parameter of a equals b's, bit for bit."""
+    return all(torch.equal(p.detach(), q.detach()) for p, q in zip(a.parameters(), b.parameters()))

@@ -23,7 +23,7 @@ import statistics
 import time
 
 import torch
-from built import build
+from built import build, same_weights, steps_in_turn
 from common import OUT, write_outputs
 
 FORMS = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True, "foreach": False}}
@@ -71,27 +71,16 @@ def train_steps(a, rounds: int) -> list[dict]:
             if cfg.get("optimizer", "adam") != "adam":
                 break
             model.head.on_epoch_start(0, torch_generator(0, "index"))
-            runs[f] = (model, opt, torch_generator(0, "loss"), cfg)
+            runs[f] = (model, opt, torch_generator(0, "loss"), cfg, train_step)
         if not runs:
             continue
         bs = int(runs["loop"][3]["batch_size"])
         batches = list(itertools.islice(task.train_batches(bs, torch_generator(0, "batches")), rounds + 2))
-        times = {f: [] for f in runs}
-        rng = {f: torch.random.get_rng_state() for f in runs}  # dropout draws from torch's global generator:
-        for i, (x, y, idx) in enumerate(batches):               # each form keeps its own, the same at the start
-            for f, (model, opt, gen, cfg) in runs.items():
-                torch.random.set_rng_state(rng[f])
-                t0 = time.perf_counter()
-                train_step(model, opt, x, y, idx, gen, i + 1, cfg.get("grad_clip"))
-                if i >= 2:
-                    times[f].append(time.perf_counter() - t0)
-                rng[f] = torch.random.get_rng_state()
+        times = steps_in_turn(runs, batches)
         loop = statistics.median(times["loop"])
-        ref = [p.detach() for p in runs["loop"][0].parameters()]
         out += [{"part": "train step", "case": f"{exp['paper']}/{exp['artifact']} {a.dataset} {method}", "form": f,
                  "ms": 1e3 * statistics.median(ts), "x loop": statistics.median(ts) / loop,
-                 "identical": all(torch.equal(p.detach(), q) for p, q in zip(runs[f][0].parameters(), ref))}
-                for f, ts in times.items()]
+                 "identical": same_weights(runs[f][0], runs["loop"][0])} for f, ts in times.items()]
     return out
 
 

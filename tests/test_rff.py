@@ -132,6 +132,28 @@ def test_clip_grad_norm_counts_sparse_rows_once():
     assert after.norm().item() == pytest.approx(1.0, rel=1e-4)
 
 
+def test_clip_grad_norm_equals_the_float64_sum_of_squares_bit_for_bit():
+    """The norm is the float64 sum of every gradient's squares, accumulated gradient by gradient (the form the
+    kept runs were trained with), to the last bit, and the gradients are scaled by max_norm / norm; a float64
+    or non-contiguous gradient is read, never squared in place."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(300, 20), (20, 300), (7,), (40, 5)]
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    params.append(torch.nn.Parameter(torch.zeros(6, 4, dtype=torch.float64)))
+    grads = [torch.randn(s, generator=g) for s in shapes] + [torch.randn(6, 4, generator=g, dtype=torch.float64)]
+    grads[1] = torch.randn(300, 20, generator=g).T  # a transposed (non-contiguous) gradient
+    grads = [gr * torch.exp(4 * torch.randn(gr.shape, generator=g, dtype=gr.dtype)) for gr in grads]  # at this
+    # dynamic range another accumulation (torch.linalg.vector_norm, a dot product) misses the last bits
+    for p, gr in zip(params, grads):
+        p.grad = gr.clone()
+    want = torch.sqrt(sum((gr.double().square().sum() for gr in grads), torch.zeros((), dtype=torch.float64)))
+    norm = clip_grad_norm(params, 1.0)
+    assert norm.item() == want.item()  # exactly
+    factor = 1.0 / (want + 1e-6)
+    for p, gr in zip(params, grads):
+        assert torch.equal(p.grad, gr * factor.to(gr.dtype))
+
+
 def test_pick_one_positive_draws_only_and_uniformly_among_positives():
     y = torch.tensor([[4, 7, 9], [2, -1, -1], [-1, -1, -1]])
     g = torch.Generator().manual_seed(0)
