@@ -130,6 +130,25 @@ def test_draws_follow_log_prob(name):
     assert chisquare(counts.numpy(), expected.numpy() * counts.sum().item() / expected.sum().item()).pvalue > 1e-3
 
 
+@pytest.mark.parametrize("chunk", [None, 2])
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_sample_with_targets_is_sample_then_log_prob_bit_for_bit(name, chunk):
+    """`sample_with` (the head's `correct: both`) draws what `sample` draws from the same generator and gives the
+    targets' log q that `log_prob` gives, to the last bit, whether or not the sampler scores once for both (the
+    exact samplers, also query by query in chunks of 2 of the 5 rows)."""
+    s = _sampler(name)
+    if chunk is not None:
+        if not hasattr(s, "chunk"):
+            pytest.skip("no query chunks")
+        s.chunk = chunk
+    h = _h(5)
+    targets = torch.randint(0, N, (5, 1), generator=torch.Generator().manual_seed(3))
+    ids, log_q = s.sample(h, 7, torch.Generator().manual_seed(4))
+    ids2, log_q2, log_q_t = s.sample_with(h, 7, torch.Generator().manual_seed(4), targets)
+    assert torch.equal(ids2, ids) and torch.equal(log_q2, log_q)
+    assert torch.equal(log_q_t, s.log_prob(h, targets)) and not log_q_t.requires_grad
+
+
 def test_sampled_softmax_gradient_converges_to_full_softmax_with_exact_proposal():
     """E over draws of d loss / d o -> softmax(o) - onehot(t) as m grows, with q = softmax(o)."""
     g = torch.Generator().manual_seed(0)

@@ -230,7 +230,13 @@ class SampledSoftmax(NormalizedSoftmax):
         h = self._unit(h)                                                                     # (B, d)
         if self.sampler.update_every_step:
             self.sampler.update(self._unit(self.E.detach()), gen)
-        ids, log_q = self.sampler.sample(h, self.m, gen)                                      # (B, m)
+        log_q_t = None
+        if self.correct == "both":  # the targets' log q too, from the same scores where the sampler has them
+            ids, log_q, log_q_t = self.sampler.sample_with(h, self.m, gen, y.unsqueeze(1))    # (B, m), (B, m), (B, 1)
+            log_q_t = log_q_t.squeeze(1)
+            log_q_t = log_q_t.where(torch.isfinite(log_q_t), torch.full_like(log_q_t, -math.log(self.n_classes)))
+        else:
+            ids, log_q = self.sampler.sample(h, self.m, gen)                                  # (B, m)
         all_ids = torch.cat([y.unsqueeze(1), ids], 1)                                        # (B, 1 + m)
         refresh = self.sampler.updates_rows and not self.sampler.update_every_step
         touched = None
@@ -244,11 +250,6 @@ class SampledSoftmax(NormalizedSoftmax):
             o = self._logit(self._cos(h.unsqueeze(1), all_ids))                                # (B, 1 + m): one gather
         o_t, o_s = o[:, 0], o[:, 1:]
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
-        log_q_t = None
-        if self.correct == "both":
-            with torch.no_grad():
-                log_q_t = self.sampler.log_prob(h, y.unsqueeze(1)).squeeze(1)                # (B,)
-                log_q_t = log_q_t.where(torch.isfinite(log_q_t), torch.full_like(log_q_t, -math.log(self.n_classes)))
         main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m, log_q_t).mean()
         aux = self.sampler.fit_step(h, self.E)  # the raw table: no O(n d) normalised copy per step
         if aux is not None:

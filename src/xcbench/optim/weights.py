@@ -47,7 +47,7 @@ def clip_grad_norm(params, max_norm: float) -> torch.Tensor:
     total = torch.zeros((), dtype=torch.float64, device=grads[0].device)
     for g in grads:  # the float64 copy squared in place: the squares in a second fresh buffer (g.double().square())
         sq = g.to(torch.float64, copy=True)  # made PTB's LSTM steps 1.2-1.35x longer on one CPU thread
-        total = total + sq.mul_(sq).sum()    # (benchmarks/grad_clip.py); the same tensor, so the same sums to the bit
+        total = total + sq.mul_(sq).sum()    # (benchmarks/step_forms.py); the same tensor, so the same sums to the bit
     norm = torch.sqrt(total)                                                                 # ()
     factor = torch.where(norm > max_norm, max_norm / (norm + 1e-6), torch.ones_like(norm))
     for g in grads:

@@ -57,6 +57,14 @@ class Sampler(nn.Module):
         """Exact log q(ids | h), same shape as ids."""
         raise NotImplementedError
 
+    def sample_with(self, h: torch.Tensor, m: int, gen: torch.Generator, targets: torch.Tensor) -> tuple:
+        """`sample(h, m, gen)` and `log_prob(h, targets)` (no gradient) in one call: ids (B, m), their log q and
+        the targets' log q, for the head's `correct: both`. A sampler whose two would score the same (B, n) matrix
+        overrides it to score once (samplers/simple.py's exact ones); the draws and numbers are the same."""
+        ids, log_q = self.sample(h, m, gen)
+        with torch.no_grad():
+            return ids, log_q, self.log_prob(h, targets)
+
     def index_gib(self, n: int, d: int) -> float:
         """Memory of the index over n classes of width d, in GiB (a caller may skip a run too large for
         the machine); default 0: no index worth counting."""

@@ -104,12 +104,19 @@ class MIDX(Sampler):
     def _cell_logits(self, h):
         return self.cell_scores(h) + self.count.to(self.U.dtype).log().unsqueeze(0)           # -inf: empty
 
-    def sample(self, h, m, gen):
-        L = self._cell_logits(h)                                                               # (B, K^2)
+    def _draw(self, L: torch.Tensor, m: int, gen) -> tuple[torch.Tensor, torch.Tensor]:
+        """m cells per query from softmax(L), then a class uniformly within each: (ids, log q), (B, m)."""
         cells = multinomial(torch.softmax(L, 1), m, gen)                                     # (B, m)
-        u = rand(cells.shape, gen, h.device)
+        u = rand(cells.shape, gen, L.device)
         ids = self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
         return ids, self._log_q(L, cells)
+
+    def sample(self, h, m, gen):
+        return self._draw(self._cell_logits(h), m, gen)
+
+    def sample_with(self, h, m, gen, targets):
+        L = self._cell_logits(h)                                                               # (B, K^2), once
+        return (*self._draw(L, m, gen), self._log_q(L, self.a[targets] * self.K + self.b[targets]))
 
     def _log_q(self, L: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
         """log q(i) = s_cell - log Z = L_cell - log |cell| - logsumexp(L), from the cell logits L."""
@@ -186,9 +193,12 @@ class MIDXExact(ProductQuantized, MIDX):
         return log_cell.gather(1, cell.expand_as(hr)) + hr - log_psi.gather(1, cell.expand_as(hr))
 
     def sample(self, h, m, gen):
-        lp = self.stages(h)
+        return self.sample_with(h, m, gen, None)[:2]
+
+    def sample_with(self, h, m, gen, targets):
+        lp = self.stages(h)                                                                    # (B, n), once
         ids = multinomial(lp.exp(), m, gen)                                                   # (B, m)
-        return ids, lp.gather(1, ids).float()
+        return (ids, lp.gather(1, ids).float()) + (() if targets is None else (lp.gather(1, targets).float(),))
 
     def log_prob(self, h, ids):
         return self.stages(h).gather(1, ids).float()
