@@ -26,16 +26,19 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--device", default="auto")
     p.add_argument("--rows", type=int, default=25, help="operators printed")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (as `xcbench train --threads`)")
     p.add_argument("--by-shape", action="store_true", help="one row per operator and input shapes (which "
                    "tensor a gather or fill is spent on)")
     a = p.parse_args()
     from xcbench.catalogue import dataset_entry, load_datasets
     from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import pick_device
+    from xcbench.runtime import configure_process
     from xcbench.seed import torch_generator
     from xcbench.step import train_step
     from xcbench.tasks.base import make_task
 
+    configure_process(a.threads)  # the allocator and threads as `xcbench train` sets them (else large blocks fault)
     exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = pick_device(a.device)
     task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)

@@ -36,6 +36,8 @@ import torch
 from built import build, same_weights, steps_in_turn
 from common import OUT, write_outputs
 
+from xcbench.runtime import configure_process
+
 
 @torch.no_grad()
 def clip_two_buffers(params, max_norm: float) -> torch.Tensor:
@@ -145,7 +147,7 @@ def main() -> None:
     p.add_argument("--note", default="", help="what else ran on the machine")
     p.add_argument("--out-dir", default=OUT)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
+    configure_process(a.threads)  # torch's threads and the allocator as `xcbench train` sets them
     rows = measure(a)
     where = f"{platform.processor() or platform.machine()}, {a.threads} thread(s), {os.cpu_count()} cores"
     md = [f"# One training step in the forms the package computed it in ({where})", "",
