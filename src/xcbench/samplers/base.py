@@ -5,7 +5,8 @@ Convention shared by every sampler and the sampled-softmax head:
 - `log_prob` is the exact, normalised log q of this proposal (tests compare it with brute force);
 - the head adjusts logits o'_s = o_s - log(m q(s | h)) and masks accidental hits (s == target); with
   `correct: both` (the MIDX experiments, as the public MIDX code) it adjusts the target's logit the
-  same way, o'_t = o_t - log(m q(t | h)), so `log_prob` is also asked for the targets;
+  same way, o'_t = o_t - log(m q(t | h)), so the targets' log q is asked for beside the draws
+  (`sample_with`: `sample`, then `log_prob`, unless a sampler has both from one scoring);
 - `log_q` is a constant to the head: it is detached there, so no gradient of the sampled-softmax
   loss reaches a proposal's parameters (or h, or the class embeddings) through log q;
 - a trainable proposal (learnable MIDX codebooks) takes one step on its own loss in `fit_step(h,
