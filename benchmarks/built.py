@@ -29,6 +29,17 @@ def build(exp: dict, task, dataset: str, method: str, device: torch.device, seed
     return run.head, train_cfg, model, opt
 
 
+def experiment_task(experiment: str, scale: str, dataset: str, processed: str, features: str | None,
+                    device: torch.device) -> tuple[dict, object]:
+    """(resolved experiment, task) of one experiment file on one prepared dataset, as `xcbench train` builds them."""
+    from xcbench.catalogue import dataset_entry, load_datasets
+    from xcbench.config import load_experiment, resolve_experiment
+    from xcbench.tasks.base import make_task
+
+    exp = resolve_experiment(load_experiment(experiment), scale, check_libraries=False)
+    return exp, make_task(exp, dataset_entry(dataset, load_datasets()), processed, features, device, 0, dataset=dataset)
+
+
 def weights_after_steps(experiment: str, scale: str, dataset: str, processed: str, method: str, steps: int,
                         run_step=lambda step: step(), features: str | None = None) -> str:
     """`steps` training steps of one run from its seed-0 start on the CPU, as `xcbench train` takes them

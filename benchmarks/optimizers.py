@@ -23,7 +23,7 @@ import statistics
 import time
 
 import torch
-from built import build, same_weights, steps_in_turn
+from built import build, experiment_task, same_weights, steps_in_turn
 from common import OUT, write_outputs
 
 FORMS = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True, "foreach": False}}
@@ -53,15 +53,11 @@ def adam_alone(n: int, d: int, rounds: int) -> list[dict]:
 
 def train_steps(a, rounds: int) -> list[dict]:
     """ms of whole training steps (loss, backward, Adam) per form for each method, on the same batches."""
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.seed import torch_generator
     from xcbench.step import train_step
-    from xcbench.tasks.base import make_task
 
-    exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = torch.device("cpu")
-    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)
+    exp, task = experiment_task(a.experiment, a.scale, a.dataset, a.processed, a.features, device)
     out = []
     for method in a.methods or list(exp["methods"]):
         runs = {}

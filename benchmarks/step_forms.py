@@ -33,7 +33,7 @@ import time
 import types
 
 import torch
-from built import build, same_weights, steps_in_turn
+from built import build, experiment_task, same_weights, steps_in_turn
 from common import OUT, write_outputs
 
 from xcbench.runtime import configure_process
@@ -106,14 +106,10 @@ def clip_alone(model, batch, c: float, rounds: int) -> dict[str, float]:
 
 
 def measure(a) -> list[dict]:
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.seed import torch_generator
-    from xcbench.tasks.base import make_task
 
-    exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = torch.device("cpu")
-    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)
+    exp, task = experiment_task(a.experiment, a.scale, a.dataset, a.processed, a.features, device)
     out = []
     for method in a.methods or list(exp["methods"]):
         runs = {}
