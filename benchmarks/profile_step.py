@@ -14,7 +14,7 @@ import argparse
 import itertools
 
 import torch
-from built import build
+from built import build, experiment_task
 from torch.profiler import ProfilerActivity, profile
 from train_step import run_args
 
@@ -30,18 +30,14 @@ def main() -> None:
     p.add_argument("--by-shape", action="store_true", help="one row per operator and input shapes (which "
                    "tensor a gather or fill is spent on)")
     a = p.parse_args()
-    from xcbench.catalogue import dataset_entry, load_datasets
-    from xcbench.config import load_experiment, resolve_experiment
     from xcbench.device import pick_device
     from xcbench.runtime import configure_process
     from xcbench.seed import torch_generator
     from xcbench.step import train_step
-    from xcbench.tasks.base import make_task
 
     configure_process(a.threads)  # the allocator and threads as `xcbench train` sets them (else large blocks fault)
-    exp = resolve_experiment(load_experiment(a.experiment), a.scale, check_libraries=False)
     device = pick_device(a.device)
-    task = make_task(exp, dataset_entry(a.dataset, load_datasets()), a.processed, a.features, device, 0, dataset=a.dataset)
+    exp, task = experiment_task(a.experiment, a.scale, a.dataset, a.processed, a.features, device)
     _, train_cfg, model, opt = build(exp, task, a.dataset, a.method, device)
     model.head.on_epoch_start(0, torch_generator(0, "index"))
     loss_gen = torch_generator(0, "loss")
