@@ -41,7 +41,7 @@ def test_each_claim_flips_when_one_number_crosses_its_threshold(paper, claim):
     if exp is None:
         pytest.skip("its methods run together at no scale")
     factor, offset = float(claim.get("factor", 1.0)), float(claim.get("offset", 0.0))
-    right = 10.0
+    right = float(claim["right"].get("value", 10.0))  # a constant side is the paper's number
     bound = factor * right + offset
     below = claim["op"] in ("<", "<=")
     good, bad = (bound - abs(bound) * 0.5 - 1, bound + abs(bound) * 0.5 + 1) if below else \
@@ -170,3 +170,31 @@ def test_a_claim_against_every_other_run_is_refuted_by_two_runs_that_went_furthe
     assert row(behind)["verdict"] == "held" and row(behind)["ours"] == "after epoch 4, the last every run reached: 172 < 175"
     worse_early = [400.0, 240.0, 190.0, 170.0, 170.0, 165.0, 155.0]  # ahead at epoch 4 only: refuted there already
     assert row(worse_early)["ours"] == "after epoch 4, the last every run reached: 172 < 170"
+
+
+def test_a_constant_side_is_the_papers_number_for_every_seed():
+    """`right: {value: 5}` ("a log-perplexity smaller than 5"): the verdict turns on the worst of the named runs
+    against 5, the row shows the constant, a margin claim pairs every seed with it, and the schema refuses a
+    constant that also names a run."""
+    from xcbench.schema import ConfigError, validate
+
+    c = {"id": "x", "text": "t", "artifact": "a", "op": "<", "right": {"value": 5.0},
+         "left": {"methods": ["p", "r"], "reduce": "max", "metric": "nll"}}
+    exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {"p": {}, "r": {}}}
+
+    def row(p, r, claim=c):
+        recs = [{"dataset": "d", "method": m, "seed": k, "metrics": {"nll": v}}
+                for m, vals in (("p", p), ("r", r)) for k, v in enumerate(vals)]
+        return KINDS["compare"](claim, exp, recs, "paper", None)[0]
+
+    held = row([4.9, 4.9], [4.8, 4.8])
+    assert held["verdict"] == "held" and held["ours"] == "4.9 < 5" and held["check"] == "max(p, r) nll < 5"
+    assert row([5.1, 5.1], [4.8, 4.8])["verdict"] == "not held"  # the worst of the two decides
+    assert row([4.9, 4.9], [4.8, 4.8], {**c, "offset": -0.2})["verdict"] == "not held"  # 4.9 < 5 - 0.2 fails
+    margin = {**c, "beyond_seed_noise": True}
+    assert row([4.90, 4.91], [4.8, 4.8], margin)["verdict"] == "held"
+    assert row([4.99, 4.90], [4.8, 4.8], margin)["verdict"].startswith("not held: within")
+    validate({"paper": "x", "claims": [c]}, "claims.schema.yaml", "c.yaml")
+    for bad in ({"value": 5.0, "method": "p"}, {"value": 5.0, "metric": "nll"}):
+        with pytest.raises(ConfigError):
+            validate({"paper": "x", "claims": [{**c, "right": bad}]}, "claims.schema.yaml", "c.yaml")

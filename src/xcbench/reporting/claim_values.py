@@ -29,7 +29,9 @@ REDUCE = {"min": min, "max": max}
 
 def side_methods(side: dict, exp: dict) -> list[str]:
     """The methods a side names: `method`, `methods`, or every method `tagged` with all the given tags
-    (a method's encoder name counts as one of its tags: `tagged: [static, SASRec]`)."""
+    (a method's encoder name counts as one of its tags: `tagged: [static, SASRec]`); none for a constant."""
+    if "value" in side:
+        return []
     if "tagged" in side:
         want = {side["tagged"]} if isinstance(side["tagged"], str) else set(side["tagged"])
         return [m for m, spec in exp["methods"].items() if want <= {*spec.get("tags", []), method_encoder(exp, m)}]
@@ -46,7 +48,9 @@ def side_value(side: dict, recs: list[dict], dataset: str, missing: list | None 
     """A side's number; `methods: [...]` with `reduce: min|max` compares against the best/worst of
     several runs (e.g. 'below every static sampler' = below their minimum), over the runs present:
     the absent ones, and the artifact's seeds a present method lacks, are appended to `missing` (the row is
-    then `partial`); None if none is there."""
+    then `partial`); None if none is there. A constant side is its value."""
+    if "value" in side:
+        return float(side["value"])
     vals, d = [], side.get("dataset", dataset)
     for m in side_methods(side, exp or {"methods": {}}):
         a = aggregate(recs, d, m, side["metric"])
@@ -78,6 +82,8 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
     beyond two standard errors; None with one paired seed (no spread to compare the margin with)."""
     factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
     lv, rv = per_seed(c["left"], recs, dataset, exp), per_seed(c["right"], recs, dataset, exp)
+    lv, rv = ({s: float(c["left"]["value"]) for s in rv} if "value" in c["left"] else lv,
+              {s: float(c["right"]["value"]) for s in lv} if "value" in c["right"] else rv)  # a constant, every seed
     sign = 1.0 if c["op"] in (">", ">=") else -1.0
     diffs = [sign * (lv[s] - (factor * rv[s] + offset)) for s in sorted(set(lv) & set(rv), key=str)]
     if len(diffs) < 2:
@@ -88,6 +94,8 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
 
 
 def describe(side: dict, exp: dict) -> str:
+    if "value" in side:
+        return f"{side['value']:g}"
     labels = [caption_name(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     at = AT_EPOCH.fullmatch(side["metric"])
@@ -98,7 +106,7 @@ def describe(side: dict, exp: dict) -> str:
 def one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:
     """A claim that compares a run's `first.` (after epoch 1) with a later epoch, on runs of one epoch."""
     for side in (c["left"], c["right"]):
-        if side["metric"].startswith("first."):
+        if side.get("metric", "").startswith("first."):
             trained = [aggregate(recs, side.get("dataset", d), m, "epochs") for m in side_methods(side, exp)]
             if any(t is not None and t["mean"] < 2 for t in trained):
                 return True
@@ -127,7 +135,7 @@ def cut_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> int | None:
 
 def at_epoch(side: dict, e: int) -> dict:
     """A side's `final.<m>` read after epoch e instead (curves.<m>@e); other metrics unchanged."""
-    m = side["metric"]
+    m = side.get("metric", "")
     return {**side, "metric": f"curves.{m[len('final.'):]}@epoch{e}"} if m.startswith("final.") else side
 
 
@@ -143,7 +151,7 @@ def later_counterexample(c: dict, recs: list[dict], d: str, exp: dict, e: int) -
     (epoch, method, left value, right value, cut) with `cut` whether a run of the pair was cut; None if none."""
     right, factor, offset = c["right"], float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
     if (c["op"], right.get("reduce", "min")) not in EVERY or "method" in right or "method" not in c["left"] or \
-            not all(s["metric"].startswith("final.") for s in (c["left"], right)):
+            not all(s.get("metric", "").startswith("final.") for s in (c["left"], right)):
         return None
     found = None
     for m in side_methods(right, exp):

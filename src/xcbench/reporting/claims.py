@@ -1,7 +1,7 @@
 """Check a paper's qualitative claims against our cached results.
 
 `config/claims/<paper>.yaml` lists claims of the form  left OP factor * right + offset, where each side is
-{method, metric[, dataset]} (mean over seeds). A claim without a dataset is
+{method, metric[, dataset]} (mean over seeds), or the paper's constant {value: x}. A claim without a dataset is
 checked on every dataset its artifact uses at the current scale. Each row reports the paper's
 number (as text, from the source), ours and a verdict: held / not held (", partial: no run of ..." when
 a side's runs are only partly there, a method or some of the artifact's seeds: evaluated over those present) / not run (results missing) /
@@ -58,7 +58,8 @@ def _compare_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> lis
         e = cut_epoch(claim, recs, d, exp)
         c = {**claim, "left": at_epoch(claim["left"], e), "right": at_epoch(claim["right"], e)} if e else claim
         # a side whose metric is not a per-epoch one (test numbers at the best epoch) still compares unequal runs
-        unequal = e is not None and not all(s["metric"].startswith("final.") for s in (claim["left"], claim["right"]))
+        unequal = e is not None and not all(s["metric"].startswith("final.") for s in (claim["left"], claim["right"])
+                                            if "value" not in s)
         missing: list[str] = []
         lv, rv = side_value(c["left"], recs, d, missing, exp), side_value(c["right"], recs, d, missing, exp)
         factor, offset = float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
