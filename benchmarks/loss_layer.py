@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -133,6 +134,7 @@ def main() -> None:
     p.add_argument("--hf-max", type=int, default=100_000,
                    help="largest n for selective_hf (its 50 trees held 2.4 GB and took 96 s to build at 10^5)")
     p.add_argument("--name", default="loss_layer")
+    p.add_argument("--note", default="", help="appended to the title: the conditions (e.g. 'beside two trainings')")
     p.add_argument("--one", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)  # a child process's case
     a = p.parse_args()
     if a.one:
@@ -150,15 +152,15 @@ def main() -> None:
             rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
             print(rows[-1], flush=True)
     OUT.mkdir(exist_ok=True)
-    write_outputs(a.name, rows, table(rows))
-    print(table(rows))
+    write_outputs(a.name, rows, table(rows, a.note))
+    print(table(rows, a.note))
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], note: str = "") -> str:
     r0 = rows[0]
     chunk = next((r["chunk"] for r in rows if r["chunk"]), None)
     lines = [f"# The loss layer: one step (loss + backward), d = {r0['d']}, B = {r0['B']}, chunk {chunk}, "
-             f"{r0['threads']} threads, best of the repeats; each case in its own process", "",
+             f"{r0['threads']} threads, best of the repeats; each case in its own process" + (f"; {note}" if note else ""), "",
              "| n | method | step s | x materialised | loss's own peak MB | / materialised | index build s | "
              "index MB | inputs MB | class rows touched MB (floor) |", "|---|---|---|---|---|---|---|---|---|---|"]
     ref = {r["n"]: r for r in rows if r["method"] == "materialised"}
@@ -176,6 +178,11 @@ def table(rows: list[dict]) -> str:
               "Floor: the class rows a step must touch, read in the forward pass, read again and their gradient "
               "written in the backward (3 x rows x d x 4 bytes): all n for an exact loss, the rows its gradient "
               "reaches for a registry head."]
+    ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    for n in sorted({r["n"] for r in rows} - set(ref)):  # sizes where the materialised loss was not run: its count
+        lines += ["", f"n = {n:,}: the materialised loss was not run; its (B, n) logits and their softmax alone would "
+                  f"hold 2 x {r0['B']} x {n:,} x 4 bytes = {2 * r0['B'] * n * 4 / 1e9:.1f} GB (this machine: "
+                  f"{ram_gb:.0f} GB of memory)."]
     return "\n".join(lines) + "\n"
 
 
