@@ -142,6 +142,7 @@ def main() -> None:
         r = one_head(m, n, a.dim, a.batch, a.repeats) if m in HEADS else one(m, n, a.dim, a.batch, a.chunk, a.repeats)
         print(json.dumps(r))
         return
+    ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9  # the machine's, kept with its rows
     rows = []
     for n in a.classes:
         for m in [*a.methods, *a.heads]:
@@ -149,11 +150,13 @@ def main() -> None:
                 continue
             cmd = [sys.executable, __file__, "--one", m, str(n), "--dim", str(a.dim), "--batch", str(a.batch),
                    "--chunk", str(a.chunk), "--repeats", str(a.repeats)]
-            rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
+            rows.append({**json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout),
+                         "machine_ram_gb": ram_gb})
             print(rows[-1], flush=True)
     OUT.mkdir(exist_ok=True)
-    write_outputs(a.name, rows, table(rows, a.note))
-    print(table(rows, a.note))
+    md = table(rows, a.note)
+    write_outputs(a.name, rows, md)
+    print(md)
 
 
 def table(rows: list[dict], note: str = "") -> str:
@@ -178,11 +181,10 @@ def table(rows: list[dict], note: str = "") -> str:
               "Floor: the class rows a step must touch, read in the forward pass, read again and their gradient "
               "written in the backward (3 x rows x d x 4 bytes): all n for an exact loss, the rows its gradient "
               "reaches for a registry head."]
-    ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    ram = f" (this machine: {r0['machine_ram_gb']:.0f} GB of memory)" if "machine_ram_gb" in r0 else ""
     for n in sorted({r["n"] for r in rows} - set(ref)):  # sizes where the materialised loss was not run: its count
         lines += ["", f"n = {n:,}: the materialised loss was not run; its (B, n) logits and their softmax alone would "
-                  f"hold 2 x {r0['B']} x {n:,} x 4 bytes = {2 * r0['B'] * n * 4 / 1e9:.1f} GB (this machine: "
-                  f"{ram_gb:.0f} GB of memory)."]
+                  f"hold 2 x {r0['B']} x {n:,} x 4 bytes = {2 * r0['B'] * n * 4 / 1e9:.1f} GB{ram}."]
     return "\n".join(lines) + "\n"
 
 
