@@ -113,3 +113,39 @@ def test_chunked_cross_entropy_matches_full():
 
 def test_perplexity():
     assert M.perplexity(10 * math.log(50.0), 10) == pytest.approx(50.0)
+
+
+def test_softmax_loss_hand_case_and_empty_rows():
+    # row 0: logits (0, ln 2, 0), labels {1, 2}: Z = 4, losses ln 4 - ln 2 = ln 2 and ln 4, mean 1.5 ln 2
+    # row 1: logits (ln 3, 0, 0), label {0}: Z = 5, loss ln 5 - ln 3; row 2 has no label and is left out
+    o = torch.tensor([[0.0, math.log(2), 0.0], [math.log(3), 0.0, 0.0], [9.0, 0.0, 0.0]])
+    y = torch.tensor([[1, 2], [0, -1], [-1, -1]])
+    total, rows = M.softmax_loss_rows(o, y)
+    assert rows == 2
+    assert total == pytest.approx(1.5 * math.log(2) + math.log(5 / 3), rel=1e-6)
+    single, n = M.softmax_loss_rows(o[1:2], torch.tensor([0]))
+    assert n == 1 and single == pytest.approx(math.log(5 / 3), rel=1e-6)
+
+
+def test_xmc_softmax_loss_is_the_test_mean_over_batches(tiny_xmc):
+    """The task's `softmax_loss` over batches of 7 rows equals one brute-force pass over the whole split,
+    each row's positives weighted 1 / |y_i| (F.cross_entropy on a uniform target over them)."""
+    from conftest import TINY_EXP
+
+    from xcbench.model import build_model
+    from xcbench.tasks.base import make_task
+
+    processed, feats, entry = tiny_xmc
+    task = make_task(TINY_EXP, entry, processed, feats, torch.device("cpu"), 0)
+    model = build_model(TINY_EXP["model"], "full_softmax", {"init_std": 1.0}, task.in_dim, task.n_classes, 0).eval()
+    with torch.no_grad():
+        got = task.evaluate(model, "test", batch_size=7)["softmax_loss"]
+        o = model.scores(task.x["test"]).double()                                   # (N, C)
+        Y = task.y["test"]
+        target = torch.zeros_like(o)
+        for i, row in enumerate(Y):
+            pos = row[row >= 0]
+            target[i, pos] = 1.0 / max(len(pos), 1)
+        keep = (Y >= 0).any(1)
+        want = F.cross_entropy(o[keep], target[keep], reduction="none").mean().item()
+    assert got == pytest.approx(want, rel=1e-5)

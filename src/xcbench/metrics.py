@@ -13,6 +13,10 @@ repository's evaluation code).
               C = (ln N - 1)(B + 1)^A   (normalised PSP, as pyxclib and napkinXC report it)
     R@k     = 1/B sum_i |topk_i[:k] & y_i| / |y_i|
     ppl     = exp(total NLL / number of tokens)
+    softmax_loss = 1/|{i: y_i nonempty}| sum_i 1/|y_i| sum_{t in y_i} (log sum_c e^{o_ic} - o_it), the full softmax loss
+              (Rawat et al. 2019, eq. 3) of the scores o, averaged over each row's positives (the multi-label
+              reduction the sampled heads train on in expectation: one positive drawn per row); rows without
+              labels are left out
     CP_K    = sum of the K largest softmax probabilities of a row (Zhang et al. 2018, eq. 3)
     NCG_K   = (g . g_K)^2 / (|g|^2 |g_K|^2), g the softmax-CE gradient w.r.t. W, g_K its rows of the
               top-K classes (eq. 5); with g_i = (p_i - [i = y]) h it is sum_{i in T_K} c_i^2 / sum_i c_i^2,
@@ -107,6 +111,19 @@ def cross_entropy_full(h: torch.Tensor, W: torch.Tensor, y: torch.Tensor, b: tor
         lse = torch.logaddexp(lse, torch.logsumexp(o, 1))
     o_y = (h * W[y]).sum(1) + (b[y] if b is not None else 0)
     return lse - o_y
+
+
+def softmax_loss_rows(o: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
+    """Sum over the rows with a label of the full softmax loss of logits o (B, C) (`softmax_loss` above),
+    and how many rows that is: summed so that batches add up to the test set's mean. The log-sum-exp runs in o's
+    dtype (it subtracts the row max; a float64 copy of (1024, 670K) scores would be 5.5 GB), the sums in float64."""
+    y = _as_multi(y)
+    mask = y >= 0                                                                    # (B, Lmax)
+    nll = torch.logsumexp(o, 1, keepdim=True) - o.gather(1, y.clamp(min=0))          # (B, Lmax)
+    n = mask.sum(1)                                                                  # (B,)
+    keep = n > 0
+    per = (nll.double() * mask).sum(1)[keep] / n[keep]                               # (rows with labels,)
+    return per.sum().item(), int(keep.sum().item())
 
 
 def cp_at_k(o: torch.Tensor, ks: list[int]) -> list[float]:
