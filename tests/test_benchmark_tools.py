@@ -586,3 +586,14 @@ def test_paper_cost_targets_are_the_runs_of_the_cheapest_claims_on_the_kind_aske
     assert cost_next.next_targets([], 1, "gpu") == [path("m3")]
     assert cost_next.next_targets([], 9, "gpu") == [path("m3"), path("m1"), path("m2")]
     assert cost_next.next_targets([], 9) == [path("m2"), path("m1")]
+
+
+def test_reproduce_kept_lists_a_metric_the_kept_run_predates_without_calling_it_a_difference():
+    """A number today's code adds (the XMC task's softmax_loss) is listed as added; a kept number that moved or is
+    gone still differs."""
+    rk = _load("reproduce_kept")
+    kept = {"metrics.P@1": 0.5, "curves.val_P@1": [0.4, 0.5]}
+    now = {**kept, "metrics.softmax_loss": 6.2, "curves.val_softmax_loss": [7.0, 6.5]}
+    assert rk.compare(now, kept) == ({}, ["curves.val_softmax_loss", "metrics.softmax_loss"])
+    assert rk.compare({**now, "metrics.P@1": 0.51}, kept)[0] == {"metrics.P@1": (0.5, 0.51)}
+    assert rk.compare({"curves.val_P@1": [0.4, 0.5]}, kept)[0] == {"metrics.P@1": (0.5, None)}
