@@ -7,6 +7,7 @@ from xcbench.registry import RENDERERS
 from xcbench.reporting.claims import evaluate_claims
 from xcbench.reporting.collect import aggregate, collect
 from xcbench.reporting.report import write_report
+from xcbench.reporting.sweeps import sweep_points
 
 EXP = {"paper": "p", "artifact": "t", "title": "T", "task": {"name": "xmc", "params": {}}, "scale": "quick",
        "render": {"kind": "table", "renderer": "metric_table", "metrics": ["P@1"], "percent": True},
@@ -90,6 +91,26 @@ def test_sweep_draws_the_baseline_run_as_a_line_and_lists_it(results, tmp_path, 
     md = (tmp_path / "s.caption.md").read_text()
     assert "| d1 | m1 | 1 | 0.6 |" in md and "| d1 | m2 | all | 0.4 |" in md and "| d2 | m2 |" not in md
     assert "| d2 | m1 | 1 | 0.2 |" in md
+
+
+def test_sweep_marks_a_point_whose_run_was_cut_short(tmp_path, catalogue):
+    """A run cut short by a time limit is not final: its row in the caption's table says after which epoch
+    (the earliest of its seeds), a whole run's row says nothing (the same point on another dataset's panel
+    included), and the figure draws a ring on that point."""
+    runs = {("d1", "m1", 0): 19, ("d1", "m1", 1): 23, ("d1", "m2", 0): None, ("d2", "m1", 0): None}
+    for (d, m, s), e in runs.items():
+        write_json(tmp_path / "quick" / "p" / "t" / d / m / f"seed{s}" / "metrics.json",
+                   {"metrics": {"ppl": 150.0 if m == "m1" else 170.0}, **({"cut_short_after_epoch": e} if e else {})})
+    exp = {**EXP, "datasets": ["d1", "d2"], "seeds": [0, 1],
+           "methods": {"m1": {"head": "m1", "series": "S", "x": 100}, "m2": {"head": "m2", "series": "S", "x": 5}},
+           "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}}
+    RENDERERS.get("sweep")(exp, str(tmp_path), str(tmp_path / "s"), catalogue)
+    md = (tmp_path / "s.caption.md").read_text()
+    assert "| d1 | S | 100 | 150 (cut short after epoch 19: not final) |" in md and "| d1 | S | 5 | 170 |" in md
+    assert "| d2 | S | 100 | 150 |" in md
+    cut: dict = {}
+    sweep_points(exp, collect(str(tmp_path), exp), [["d1"], ["d2"]], cut=cut)
+    assert cut == {(("d1",), "S", 100.0): 19}
 
 
 def test_sweep_by_device_never_joins_a_gpu_step_time_to_a_cpu_one(tmp_path, catalogue):

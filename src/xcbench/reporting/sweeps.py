@@ -39,10 +39,13 @@ def _series(exp: dict, m: str) -> str:
 
 
 def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
-                 devices: list[tuple[str, list[dict]]] | None = None, spread: dict | None = None) -> list[dict[str, list]]:
+                 devices: list[tuple[str, list[dict]]] | None = None, spread: dict | None = None,
+                 cut: dict | None = None) -> list[dict[str, list]]:
     """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out. `devices`:
     `_device_groups`' split of `recs` (computed here when not given). `spread`, when given, receives the seeds'
-    standard deviation of y at each point of several seeds: {(series, x): std}."""
+    standard deviation of y at each point of several seeds: {(series, x): std}; `cut` the points with a run cut
+    short by a time limit (not final): {(panel's datasets, series, x): the earliest epoch such a run was cut
+    after}."""
     opts, panels = exp["render"], []
     for datasets in dataset_groups:
         lines: dict[str, list] = {}
@@ -57,6 +60,10 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                     lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
                     if spread is not None and y["n"] > 1:
                         spread[(series, float(x["mean"]))] = y["std"]
+                    e = [r["cut_short_after_epoch"] for r in group
+                         if r["dataset"] == d and r["method"] == m and r.get("cut_short_after_epoch")]
+                    if cut is not None and e:
+                        cut[(tuple(datasets), series, float(x["mean"]))] = min(e)
         panels.append({k: sorted(v) for k, v in lines.items()})
     return panels
 
@@ -80,7 +87,8 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
     groups = [exp["datasets"]] if opts.get("x_key") else [[d] for d in exp["datasets"]]
     devices = _device_groups(exp, recs)
     spread: dict = {}
-    panels = sweep_points(exp, recs, groups, devices, spread)
+    cut: dict = {}
+    panels = sweep_points(exp, recs, groups, devices, spread, cut)
     if not opts.get("x_key"):  # datasets without a point (e.g. a text column of a face sweep) get no panel
         keep = [i for i, p in enumerate(panels) if p] or [0]
         groups, panels = [groups[i] for i in keep], [panels[i] for i in keep]
@@ -102,6 +110,10 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
             if bars:  # the seeds' spread of y (one standard deviation)
                 ax.errorbar([b[0] for b in bars], [b[1] for b in bars], yerr=[b[2] for b in bars], fmt="none",
                             ecolor=color, elinewidth=0.8, capsize=2)
+        rings = [(x, y) for series, pts in lines.items() for x, y in pts if (tuple(datasets), series, x) in cut]
+        if rings:  # runs cut short by a time limit: their points are not final (drawn last: last in the legend)
+            ax.scatter([r[0] for r in rings], [r[1] for r in rings], s=40, facecolors="none", edgecolors="0.3",
+                       linewidths=0.8, zorder=3, label="cut short: not final")
         b = _baseline(exp, recs, datasets)
         if b is not None:
             ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
@@ -115,14 +127,15 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
         ax.set_ylabel(opts.get("ylabel", opts["y"]))
         if not opts.get("x_key"):
             ax.set_title(pretty(datasets[0]))
-    style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0) + bool(opts.get("baseline")))
+    style.legend(fig, axes[0], max((len(lines) for lines in panels), default=0) + bool(opts.get("baseline")) + bool(cut))
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
     if len(devices) > 1:
         foot += (f" Runs from {len(devices)} devices: one line per device ("
                  + ", ".join(s.strip(" ()") for s, _ in devices) + "), a step time measured on one is not joined to another's.")
     fig.suptitle(title, fontsize=9)
     paths = style.save(fig, out)
-    rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g} |"
+    rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g}"
+            + (f" (cut short after epoch {cut[(tuple(ds), s, x)]:g}: not final)" if (tuple(ds), s, x) in cut else "") + " |"
             for ds, lines in zip(groups, panels) for s, pts in lines.items() for x, y in pts]
     rows += [f"| {pretty(ds[0])} | {method_label(exp, opts['baseline'])} | all | {b['mean']:.4g} |" for ds in groups
              if (b := _baseline(exp, recs, ds)) is not None]
