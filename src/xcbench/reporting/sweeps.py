@@ -60,9 +60,8 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                     lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
                     if spread is not None and y["n"] > 1:
                         spread[(series, float(x["mean"]))] = y["std"]
-                    e = [r["cut_short_after_epoch"] for r in group
-                         if r["dataset"] == d and r["method"] == m and r.get("cut_short_after_epoch")]
-                    if cut is not None and e:
+                    if cut is not None and (e := [r["cut_short_after_epoch"] for r in group if r["dataset"] == d
+                                                  and r["method"] == m and r.get("cut_short_after_epoch")]):
                         cut[(tuple(datasets), series, float(x["mean"]))] = min(e)
         panels.append({k: sorted(v) for k, v in lines.items()})
     return panels
