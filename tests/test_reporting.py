@@ -1,5 +1,6 @@
 """Tables, figures, claims and the report rendered from a fake results tree."""
 
+import numpy as np
 import pytest
 
 from xcbench.io import write_json, write_yaml
@@ -111,6 +112,25 @@ def test_sweep_marks_a_point_whose_run_was_cut_short(tmp_path, catalogue):
     cut: dict = {}
     sweep_points(exp, collect(str(tmp_path), exp), [["d1"], ["d2"]], cut=cut)
     assert cut == {(("d1",), "S", 100.0): 19}
+
+
+def test_sweep_spread_is_each_panels_own_seeds(tmp_path):
+    """The seeds' error bar of a point belongs to its panel: the same series at the same x on two datasets'
+    panels gets each dataset's own standard deviation, and a one-seed point gets none even when the other
+    panel's point has several seeds."""
+    runs = {("d1", "m1", 0): 1.0, ("d1", "m1", 1): 3.0, ("d2", "m1", 0): 10.0, ("d2", "m1", 1): 20.0,
+            ("d1", "m2", 0): 5.0, ("d2", "m2", 0): 6.0, ("d2", "m2", 1): 8.0}
+    for (d, m, s), v in runs.items():
+        write_json(tmp_path / "quick" / "p" / "t" / d / m / f"seed{s}" / "metrics.json", {"metrics": {"ppl": v}})
+    exp = {**EXP, "datasets": ["d1", "d2"], "seeds": [0, 1],
+           "methods": {"m1": {"head": "m1", "series": "S", "x": 10}, "m2": {"head": "m2", "series": "S", "x": 5}},
+           "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}}
+    spread: dict = {}
+    sweep_points(exp, collect(str(tmp_path), exp), [["d1"], ["d2"]], spread=spread)
+    std = lambda a, b: float(np.std([a, b], ddof=1))
+    assert spread.keys() == {(("d1",), "S", 10.0), (("d2",), "S", 10.0), (("d2",), "S", 5.0)}
+    assert spread[(("d1",), "S", 10.0)] == pytest.approx(std(1.0, 3.0))
+    assert spread[(("d2",), "S", 10.0)] == pytest.approx(std(10.0, 20.0))
 
 
 def test_sweep_by_device_never_joins_a_gpu_step_time_to_a_cpu_one(tmp_path, catalogue):

@@ -43,9 +43,10 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                  cut: dict | None = None) -> list[dict[str, list]]:
     """Per panel: {series: [(x, y), ...] sorted by x}; runs without a result are left out. `devices`:
     `_device_groups`' split of `recs` (computed here when not given). `spread`, when given, receives the seeds'
-    standard deviation of y at each point of several seeds: {(series, x): std}; `cut` the points with a run cut
-    short by a time limit (not final): {(panel's datasets, series, x): the earliest epoch such a run was cut
-    after}."""
+    standard deviation of y at each point of several seeds: {(panel's datasets, series, x): std}; `cut` the
+    points with a run cut short by a time limit (not final): {(panel's datasets, series, x): the earliest epoch
+    such a run was cut after}. Both are keyed by panel: one series' point at one x on two datasets' panels is
+    two points, each with its own seeds."""
     opts, panels = exp["render"], []
     for datasets in dataset_groups:
         lines: dict[str, list] = {}
@@ -59,7 +60,7 @@ def sweep_points(exp: dict, recs: list[dict], dataset_groups: list[list[str]],
                     series = _series(exp, m) + suffix
                     lines.setdefault(series, []).append((float(x["mean"]), y["mean"]))
                     if spread is not None and y["n"] > 1:
-                        spread[(series, float(x["mean"]))] = y["std"]
+                        spread[(tuple(datasets), series, float(x["mean"]))] = y["std"]
                     if cut is not None and (e := [r["cut_short_after_epoch"] for r in group if r["dataset"] == d
                                                   and r["method"] == m and r.get("cut_short_after_epoch")]):
                         cut[(tuple(datasets), series, float(x["mean"]))] = min(e)
@@ -105,7 +106,7 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=series, marker=MARKERS[j % len(MARKERS)],
                     markersize=3, linestyle=LINESTYLES[j % len(LINESTYLES)], color=color,
                     markerfacecolor="none" if k else color)
-            bars = [(x, y, spread[(series, x)]) for x, y in pts if (series, x) in spread]
+            bars = [(x, y, spread[(tuple(datasets), series, x)]) for x, y in pts if (tuple(datasets), series, x) in spread]
             if bars:  # the seeds' spread of y (one standard deviation)
                 ax.errorbar([b[0] for b in bars], [b[1] for b in bars], yerr=[b[2] for b in bars], fmt="none",
                             ecolor=color, elinewidth=0.8, capsize=2)
