@@ -37,6 +37,47 @@ def test_synthetic_xmc_power_law_and_learnable(tmp_path, catalogue):
     assert arrays["train_Y"].shape == (800, 60) and arrays["test_X"].shape == (200, 300)
 
 
+def test_softmax_inverse_cdf_draws_the_softmax():
+    """On a grid of N uniforms each word is drawn for a share of them within 1/N of softmax(S)_w (brute force:
+    the probabilities from the scores directly), on every row with its own scores."""
+    from xcbench.data.synthetic import softmax_inverse_cdf
+
+    rng = np.random.default_rng(0)
+    S = rng.standard_normal((3, 7)) * 3 + np.array([[0.0], [50.0], [-80.0]])  # (3, 7), rows far from 0
+    N = 4000
+    u = np.tile((np.arange(N) + 0.5) / N, (3, 1))                            # (3, N)
+    w = softmax_inverse_cdf(S, u)
+    p = np.exp(S) / np.exp(S).sum(1, keepdims=True)
+    for i in range(3):
+        share = np.bincount(w[i], minlength=7) / N
+        assert np.abs(share - p[i]).max() <= 1.0 / N + 1e-12
+
+
+def test_synthetic_xmc_words_do_not_move_with_a_cpus_rounding():
+    """Another CPU's BLAS or exp rounds the float64 scores differently in the last bits (~1e-16 relative): no
+    word of a tiny set's 40,000 draws moves under a change 10^4 times larger, while a change of 1e-5 (a float32
+    sum's rounding over thousands of words, as in the float32 generator) moves some, so the comparison sees a
+    move: the words, and so the raw files, are the same on every CPU."""
+    from xcbench.data.faces import counter_uniform
+    from xcbench.data.synthetic import softmax_inverse_cdf
+
+    rng = np.random.default_rng(1)
+    S = 2.0 * rng.standard_normal((1000, 300)) + np.log(np.arange(1, 301) ** -1.0)  # (1000, 300) like the tiny set
+    u = counter_uniform(7, np.arange(1000), 40)                                     # (1000, 40)
+    w = softmax_inverse_cdf(S, u)
+    jitter = rng.standard_normal(S.shape)
+    assert (softmax_inverse_cdf(S * (1 + 1e-12 * jitter), u) == w).all()
+    assert (softmax_inverse_cdf(S * (1 + 1e-5 * jitter), u) != w).any()
+
+
+def test_synthetic_xmc_tiny_has_its_recorded_bits(tmp_path, catalogue):
+    """The raw files of synthetic-xmc-tiny as written on an AMD EPYC (AVX2) on 2026-12-02; a CPU that writes
+    other bits fails here (the float32 generator, synthetic-xmc-f32, did between CPUs)."""
+    generate(catalogue["synthetic-xmc-tiny"], tmp_path)
+    assert _digest(tmp_path)["train.txt"] == "1d5dd0e55f1236dc480e9e1c30f9dbef8d106c4700f2e8beed84bc1d9faf23f0"
+    assert _digest(tmp_path)["test.txt"] == "23a8ce21dbddf2da17abcdfb4d93df8f0a61dc5189a3a4019033cc2a5d0b7335"
+
+
 def test_faces_verification_identities_disjoint(tmp_path, catalogue):
     entry = catalogue["synthetic-faces-tiny"]
     generate(entry, tmp_path)

@@ -41,6 +41,14 @@ def counter_normal(key: int, rows: np.ndarray, width: int) -> np.ndarray:
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
+def counter_uniform(key: int, rows: np.ndarray, width: int) -> np.ndarray:
+    """Uniforms U[r, j] = f(key, r, j) in (0, 1), 53 random bits each, for the given rows: integer arithmetic and
+    one exact scaling, so every CPU gives the same bits.  (len(rows), width) float64"""
+    c = rows.astype(np.uint64)[:, None] * np.uint64(width) + np.arange(width, dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        return ((_mix(_mix(c + _mix(np.uint64(key)))) >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
+
+
 class FaceModel:
     """The generative model of one synthetic-faces dataset (the generator's params)."""
 

@@ -6,7 +6,9 @@ readers, `prepare` and feature extraction are exercised exactly as on real data.
 - `synthetic-xmc`: multi-label bag-of-words in the XC repository format. Label priors follow a
   power law p_l ~ rank^-a; each label has a latent unit vector z_l; a document with labels S has
   latent u = sum_{l in S} z_l + sigma eps and draws its words from softmax(E u + b) (E word
-  embeddings, b Zipfian word log-frequencies), so labels are learnable from the words.
+  embeddings, b Zipfian word log-frequencies), so labels are learnable from the words. The words are drawn
+  by inverse CDF in float64 with counter-based uniforms, so every CPU writes the same files
+  (`synthetic-xmc-f32`, the float32 torch draws before 2026-12-02, stays for the set kept runs used).
 - `synthetic-faces`: identities mu_c on the unit sphere in R^r, a fixed random two-layer tanh
   observation map f: R^r -> R^d, samples x = f(normalise(mu_c + sigma eps)); identities for
   verification are disjoint from the training identities (docs/design.md, Data). Every row is a
@@ -31,10 +33,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from xcbench.data.faces import FaceModel
+from xcbench.data.faces import FaceModel, counter_uniform
 from xcbench.io import atomic_path
 from xcbench.registry import GENERATORS
-from xcbench.seed import numpy_generator, torch_generator
+from xcbench.seed import derive_seed, numpy_generator, torch_generator
 
 
 def _zipf(n: int, a: float) -> np.ndarray:
@@ -48,18 +50,25 @@ def _write_lines(path: Path, lines) -> None:
             f.write(line + "\n")
 
 
-@GENERATORS.register("synthetic-xmc")
-def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int,
-                  latent_dim: int = 32, label_zipf: float = 1.0, avg_labels: float = 3.0,
-                  doc_len: int = 60, noise: float = 0.3, word_scale: float = 2.0) -> list[str]:
+def softmax_inverse_cdf(S: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Draws from softmax(S_i) by inverse CDF: w_it = the first w with C_iw > u_it C_iV, C_i = cumsum exp(S_i -
+    max S_i).  S (c, V) scores, u (c, t) uniforms in (0, 1) -> (c, t) int64"""
+    C = np.cumsum(np.exp(S - S.max(1, keepdims=True)), 1)                   # (c, V)
+    u = u * C[:, -1:]                                                        # (c, t)
+    return np.minimum(np.stack([np.searchsorted(Ci, ui, side="right") for Ci, ui in zip(C, u)]), S.shape[1] - 1)
+
+
+def _xmc_docs(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int, latent_dim: int,
+              label_zipf: float, avg_labels: float, noise: float, words) -> list[str]:
+    """The shared model of the synthetic-xmc generators: label sets and latents u, drawn with one numpy stream in
+    chunks of 4,096 documents; `words(split, s, U, E, b)` draws the words of the chunk's documents (rows s, ...)."""
     rng = numpy_generator(seed, "synthetic-xmc")
-    g = torch_generator(seed, "synthetic-xmc/words")
     prior = _zipf(n_labels, label_zipf)[rng.permutation(n_labels)]
     cdf = np.cumsum(prior)
     Z = rng.standard_normal((n_labels, latent_dim))
     Z /= np.linalg.norm(Z, axis=1, keepdims=True)                          # (L, r)
-    E = torch.from_numpy(rng.standard_normal((n_features, latent_dim))).float()  # (V, r)
-    b = torch.from_numpy(np.log(_zipf(n_features, 1.0)[rng.permutation(n_features)])).float()
+    E = rng.standard_normal((n_features, latent_dim))                       # (V, r)
+    b = np.log(_zipf(n_features, 1.0)[rng.permutation(n_features)])        # (V,)
     files = []
     for split, n in (("train", n_train), ("test", n_test)):
         k = np.minimum(1 + rng.poisson(avg_labels - 1, size=n), n_labels)
@@ -70,15 +79,50 @@ def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int
             draws = np.searchsorted(cdf, rng.random((e - s, kmax)) * cdf[-1])  # (c, kmax)
             draws = np.minimum(draws, n_labels - 1)
             labs = [np.unique(draws[i, : k[s + i]]) for i in range(e - s)]
-            U = np.stack([Z[l].sum(0) for l in labs]) + noise * rng.standard_normal((e - s, latent_dim))
-            logits = word_scale * torch.from_numpy(U).float() @ E.T / np.sqrt(latent_dim) + b  # (c, V)
-            words = torch.multinomial(torch.softmax(logits, 1), doc_len, replacement=True, generator=g)
-            for i in range(e - s):
-                ids, cnt = np.unique(words[i].numpy(), return_counts=True)
+            U = np.stack([Z[l].sum(0) for l in labs]) + noise * rng.standard_normal((e - s, latent_dim))  # (c, r)
+            for i, w in enumerate(words(split, s, U, E, b)):
+                ids, cnt = np.unique(w, return_counts=True)
                 lines.append(",".join(map(str, labs[i])) + " " + " ".join(f"{a}:{c}" for a, c in zip(ids, cnt)))
         _write_lines(out / f"{split}.txt", [f"{n} {n_features} {n_labels}", *lines])
         files.append(f"{split}.txt")
     return files
+
+
+@GENERATORS.register("synthetic-xmc")
+def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int,
+                  latent_dim: int = 32, label_zipf: float = 1.0, avg_labels: float = 3.0,
+                  doc_len: int = 60, noise: float = 0.3, word_scale: float = 2.0) -> list[str]:
+    """Words by inverse CDF in float64: doc i's word t is the first w with C_iw > u_it C_iV, C_i = cumsum_w
+    exp(s_iw - max s_i), s_i = word_scale u_i E^T / sqrt(r) + b, u_it = counter_uniform(split key, i, t). A CPU's
+    rounding of s (its BLAS, its exp) moves C by ~1e-16 relative, which changes a draw only when u lands that close
+    to a boundary (~1e-7 chance over the 10K set's 1.9M draws): the raw files are the same on every CPU."""
+    key = {split: derive_seed(seed, f"synthetic-xmc/words/{split}") for split in ("train", "test")}
+
+    def words(split, s, U, E, b):
+        for a in range(0, len(U), 512):                                     # 512 rows: (512, V) float64 at a time
+            S = word_scale * (U[a:a + 512] @ E.T) / np.sqrt(latent_dim) + b  # (c, V)
+            yield from softmax_inverse_cdf(S, counter_uniform(key[split], np.arange(s + a, s + a + len(S)), doc_len))
+
+    return _xmc_docs(out, seed, n_train, n_test, n_labels, n_features, latent_dim, label_zipf, avg_labels, noise,
+                     words)
+
+
+@GENERATORS.register("synthetic-xmc-f32")
+def synthetic_xmc_f32(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int,
+                      latent_dim: int = 32, label_zipf: float = 1.0, avg_labels: float = 3.0,
+                      doc_len: int = 60, noise: float = 0.3, word_scale: float = 2.0) -> list[str]:
+    """The same model with the words drawn by torch.multinomial from float32 scores (the generator until
+    2026-12-02): its bits depend on the CPU's float32 matmul and exp (an AMD EPYC and the CPU that built the kept
+    quick runs disagree), so it is kept only for the sets whose kept runs were trained on it (synthetic-xmc-100k)."""
+    g = torch_generator(seed, "synthetic-xmc/words")
+
+    def words(split, s, U, E, b):
+        logits = word_scale * torch.from_numpy(U).float() @ torch.from_numpy(E).float().T / np.sqrt(latent_dim) \
+            + torch.from_numpy(b).float()                                   # (c, V)
+        return torch.multinomial(torch.softmax(logits, 1), doc_len, replacement=True, generator=g).numpy()
+
+    return _xmc_docs(out, seed, n_train, n_test, n_labels, n_features, latent_dim, label_zipf, avg_labels, noise,
+                     words)
 
 
 @GENERATORS.register("synthetic-faces")
