@@ -92,8 +92,10 @@ def _xmc_docs(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_
 def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int,
                   latent_dim: int = 32, label_zipf: float = 1.0, avg_labels: float = 3.0,
                   doc_len: int = 60, noise: float = 0.3, word_scale: float = 2.0) -> list[str]:
-    """Words by inverse CDF in float64: doc i's word t is the first w with C_iw > u_it C_iV, C_i = cumsum_w
-    exp(s_iw - max s_i), s_i = word_scale u_i E^T / sqrt(r) + b, u_it = counter_uniform(split key, i, t). A CPU's
+    """Power-law multi-label bag-of-words (the module's model), words drawn in float64: the same files on every CPU.
+
+    Doc i's word t is the first w with C_iw > u_it C_iV, C_i = cumsum_w exp(s_iw - max s_i), s_i = word_scale u_i
+    E^T / sqrt(r) + b, u_it = counter_uniform(split key, i, t). A CPU's
     rounding of s (its BLAS, its exp) moves C by ~1e-16 relative, which changes a draw only when u lands that close
     to a boundary (~1e-7 chance over the 10K set's 1.9M draws): the raw files are the same on every CPU."""
     key = {split: derive_seed(seed, f"synthetic-xmc/words/{split}") for split in ("train", "test")}
@@ -111,8 +113,9 @@ def synthetic_xmc(out: Path, seed: int, n_train: int, n_test: int, n_labels: int
 def synthetic_xmc_f32(out: Path, seed: int, n_train: int, n_test: int, n_labels: int, n_features: int,
                       latent_dim: int = 32, label_zipf: float = 1.0, avg_labels: float = 3.0,
                       doc_len: int = 60, noise: float = 0.3, word_scale: float = 2.0) -> list[str]:
-    """The same model with the words drawn by torch.multinomial from float32 scores (the generator until
-    2026-12-02): its bits depend on the CPU's float32 matmul and exp (an AMD EPYC and the CPU that built the kept
+    """synthetic-xmc with float32 torch.multinomial word draws (until 2026-12-02), for synthetic-xmc-100k's kept runs.
+
+    Its bits depend on the CPU's float32 matmul and exp (an AMD EPYC and the CPU that built the kept
     quick runs disagree), so it is kept only for the sets whose kept runs were trained on it (synthetic-xmc-100k)."""
     g = torch_generator(seed, "synthetic-xmc/words")
 
