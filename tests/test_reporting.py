@@ -127,7 +127,9 @@ def test_sweep_spread_is_each_panels_own_seeds(tmp_path):
            "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}}
     spread: dict = {}
     sweep_points(exp, collect(str(tmp_path), exp), [["d1"], ["d2"]], spread=spread)
-    std = lambda a, b: float(np.std([a, b], ddof=1))
+    def std(a, b):
+        return float(np.std([a, b], ddof=1))
+
     assert spread.keys() == {(("d1",), "S", 10.0), (("d2",), "S", 10.0), (("d2",), "S", 5.0)}
     assert spread[(("d1",), "S", 10.0)] == pytest.approx(std(1.0, 3.0))
     assert spread[(("d2",), "S", 10.0)] == pytest.approx(std(10.0, 20.0))
