@@ -10,6 +10,9 @@ should be, and does it give the kept runs' weights bit for bit? The forms differ
              log_prob (the kept runs up to 2026-12-01; an exact sampler scored all n classes twice); `once`
              Sampler.sample_with (registered: the exact samplers gather the targets' log q from the scores the
              draws came from)
+  gather     a kernel tree's deep levels score each draw's node by gathering its row (samplers/kernel_tree.py):
+             `at once` one (B, k, D) gather and one bmm up to 256 MiB (the kept runs up to 2026-12-04); `in chunks`
+             GATHER_BYTES of queries at a time (registered on the CPU: each query's product is its own)
 
 It times the clip alone on one step's gradients, then whole training steps (loss, backward, clip, optimizer)
 of every form in turn on the same batches; `identical`: the weights after the timed steps equal the kept
@@ -57,22 +60,33 @@ def clips() -> dict:
             "torch": lambda ps, c: torch.nn.utils.clip_grad_norm_(list(ps), c, foreach=True)}
 
 
-# form: (clip, target q); the first is what the kept runs were trained with, the last but one is registered
-FORMS = {"kept": ("two buffers", "twice"), "clip in place": ("in place", "twice"),
-         "registered": ("in place", "once"), "torch clip": ("torch", "once")}
+# form: (clip, target q, gather); the first is what the kept runs were trained with, the last but one is registered
+FORMS = {"kept": ("two buffers", "twice", "at once"), "clip in place": ("in place", "twice", "at once"),
+         "target q once": ("in place", "once", "at once"), "registered": ("in place", "once", "in chunks"),
+         "torch clip": ("torch", "once", "in chunks")}
 REGISTERED = "registered"
 
 
-def step_with(clip):
-    """step.train_step with `clip` in place of the registered clip (the module's name, swapped for the call)."""
+def gathers() -> dict:
+    """The kernel tree's GATHER_ONCE for each gather form: one product up to 256 MiB, or the registered bound."""
+    import xcbench.samplers.kernel_tree as kt
+
+    return {"at once": {"cpu": 256 << 20, "cuda": 256 << 20}, "in chunks": kt.GATHER_ONCE}
+
+
+def step_with(clip, gather_once: dict):
+    """step.train_step with `clip` in place of the registered clip and `gather_once` as the kernel tree's
+    GATHER_ONCE (the modules' names, swapped for the call)."""
+    import xcbench.samplers.kernel_tree as kt
     import xcbench.step as step_mod
 
     def step(*args):
-        real, step_mod.clip_grad_norm = step_mod.clip_grad_norm, clip
+        real = step_mod.clip_grad_norm, kt.GATHER_ONCE
+        step_mod.clip_grad_norm, kt.GATHER_ONCE = clip, gather_once
         try:
             return step_mod.train_step(*args)
         finally:
-            step_mod.clip_grad_norm = real
+            step_mod.clip_grad_norm, kt.GATHER_ONCE = real
     return step
 
 
@@ -113,12 +127,12 @@ def measure(a) -> list[dict]:
     out = []
     for method in a.methods or list(exp["methods"]):
         runs = {}
-        for form, (clip, target_q) in FORMS.items():
+        for form, (clip, target_q, gather) in FORMS.items():
             head, cfg, model, opt = build(exp, task, a.dataset, method, device)
             model.head.on_epoch_start(0, torch_generator(0, "index"))
             if target_q == "twice":
                 score_twice(model)
-            runs[form] = (model, opt, torch_generator(0, "loss"), cfg, step_with(clips()[clip]))
+            runs[form] = (model, opt, torch_generator(0, "loss"), cfg, step_with(clips()[clip], gathers()[gather]))
         batches = list(itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")),
                                         a.rounds + 2))
         case = f"{exp['paper']}/{exp['artifact']} {a.dataset} {method}"
@@ -150,7 +164,7 @@ def main() -> None:
           "| part | case | form | ms | x kept | identical to kept |", "|---|---|---|---|---|---|"]
     md += [f"| {r['part']} | {r['case']} | {r['form']} | {r['ms']:.1f} | {r['x kept']:.2f} | "
            f"{'-' if r['identical'] is None else r['identical']} |" for r in rows]
-    forms = "; ".join(f"{f}: clip {c}, target q {q}" for f, (c, q) in FORMS.items())
+    forms = "; ".join(f"{f}: clip {c}, target q {q}, gather {g}" for f, (c, q, g) in FORMS.items())
     md += ["", f"Forms ({forms}): benchmarks/step_forms.py's docstring. Median of {a.rounds} rounds after two warm-up "
            "rounds; in each round every form runs in turn (the same load for all). identical: every weight after the "
            "timed steps equals the kept form's (the kept runs were trained with it), bit for bit; torch's float32 "

@@ -29,8 +29,13 @@ EPS = 1e-12
 # 256-512 nodes (2.5-3.6 ms; 4096: 10.3 ms); rff B = 256, m = 100, D = 128, n = 10^6: 4096 (53 ms;
 # 16384: 82 ms); quadratic B = 256, m = 100, D = 16385, n = 10^4: all 8192 (0.9 s; 2048: 1.7 s).
 DENSE_PER_DRAW = 64
-GATHER_ONCE = 256 << 20  # _left_mass gathers every draw's rows in one product up to this many bytes, else
-GATHER_BYTES = 8 << 20  # in chunks of queries of this many bytes (8 MiB: 10 PTB queries)
+# _left_mass gathers the draws' rows in chunks of queries of GATHER_BYTES (8 MiB: 40 PTB queries at m = 100,
+# D = 512), so that each chunk's rows are still in cache when bmm reads them, unless all of them fit in
+# GATHER_ONCE[device type] bytes: a GPU, whose launches cost more than its memory traffic, gathers up to 256 MiB
+# in one product (so did the CPU until 2026-12-04: the same weights, and MIDX Figure 7(a)'s RFF step at m = 100
+# 1.08x the chunks' on one idle thread, 1.04x beside two trainings: benchmarks/out/step_forms.md).
+GATHER_BYTES = 8 << 20
+GATHER_ONCE = {"cpu": GATHER_BYTES, "cuda": 256 << 20}
 REBUILD_SHARE = 4  # update_rows rebuilds the whole tree when more than n / 4 rows changed
 
 
@@ -131,15 +136,20 @@ class KernelTree(Sampler):
         if S.shape[0] <= limit:
             return (ph @ S.T).gather(1, node)                                              # (B, k)
         per_query = node.shape[1] * S.shape[1] * S.element_size()                          # bytes of one query's rows
-        if node.shape[0] * per_query <= GATHER_ONCE:
+        if node.shape[0] * per_query <= GATHER_ONCE.get(ph.device.type, GATHER_BYTES):
             return torch.bmm(F.embedding(node, S), ph.unsqueeze(2)).squeeze(2)             # (B, k)
-        # a few queries at a time, so that their gathered rows stay in cache (one (B, k, D) copy at PTB's
-        # B = 1120, k = 100, D = 2048 is 917 MB): 2.9x faster there with the same draws and log q, bit for bit;
-        # bmm's rounding may depend on its batch size, so below GATHER_ONCE the one product stays as it was
-        rows = max(1, GATHER_BYTES // per_query)
+        # a few queries at a time, so that their gathered rows stay in cache (one (B, k, D) copy is 143 MB at MIDX
+        # Figure 7(a)'s B = 700, k = 100, D = 512, 917 MB at RF-softmax's PTB B = 1120, D = 2048): 2.9x faster
+        # at the latter's draw. bmm rounds a batch of one query unlike the same query among others (MKL's one-matrix path),
+        # so every chunk has two queries or more: then the draws and log q are those of one product, bit for bit
+        # (tests/test_rff.py; the kept runs' weights: benchmarks/out/step_forms.md)
+        B, rows = node.shape[0], max(2, GATHER_BYTES // per_query)
+        starts = list(range(0, B, rows))
+        if len(starts) > 1 and B - starts[-1] == 1:
+            starts.pop()                                                                   # a lone last query joins the chunk before
         out = ph.new_empty(node.shape)                                                     # (B, k)
-        for b in range(0, node.shape[0], rows):
-            out[b:b + rows] = torch.bmm(F.embedding(node[b:b + rows], S), ph[b:b + rows].unsqueeze(2)).squeeze(2)
+        for b, e in zip(starts, starts[1:] + [B]):
+            out[b:e] = torch.bmm(F.embedding(node[b:e], S), ph[b:e].unsqueeze(2)).squeeze(2)
         return out
 
     def _branch(self, ph, node, lvl, parent):
