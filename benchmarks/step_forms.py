@@ -12,7 +12,8 @@ should be, and does it give the kept runs' weights bit for bit? The forms differ
              draws came from)
   gather     a kernel tree's deep levels score each draw's node by gathering its row (samplers/kernel_tree.py):
              `at once` one (B, k, D) gather and one bmm up to 256 MiB (the kept runs up to 2026-12-04); `in chunks`
-             GATHER_BYTES of queries at a time (registered on the CPU: each query's product is its own)
+             GATHER_BYTES of queries at a time (registered on the CPU: chunks of two queries or more round as the one
+             product does)
 
 It times the clip alone on one step's gradients, then whole training steps (loss, backward, clip, optimizer)
 of every form in turn on the same batches; `identical`: the weights after the timed steps equal the kept

@@ -140,9 +140,9 @@ class KernelTree(Sampler):
             return torch.bmm(F.embedding(node, S), ph.unsqueeze(2)).squeeze(2)             # (B, k)
         # a few queries at a time, so that their gathered rows stay in cache (one (B, k, D) copy is 143 MB at MIDX
         # Figure 7(a)'s B = 700, k = 100, D = 512, 917 MB at RF-softmax's PTB B = 1120, D = 2048): 2.9x faster
-        # at the latter's draw. bmm rounds a batch of one query unlike the same query among others (MKL's one-matrix path),
-        # so every chunk has two queries or more: then the draws and log q are those of one product, bit for bit
-        # (tests/test_rff.py; the kept runs' weights: benchmarks/out/step_forms.md)
+        # at the latter's draw. bmm rounds a batch of one query unlike the same query among others (measured: a
+        # batch of one takes another kernel), so every chunk has two queries or more: then the draws and log q are
+        # those of one product, bit for bit (tests/test_rff.py; the kept runs' weights: benchmarks/out/step_forms.md)
         B, rows = node.shape[0], max(2, GATHER_BYTES // per_query)
         starts = list(range(0, B, rows))
         if len(starts) > 1 and B - starts[-1] == 1:
