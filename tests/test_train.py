@@ -338,6 +338,27 @@ def test_status_reads_where_each_checkpointed_run_stands(tiny_xmc, tiny_exp, tmp
         status(tmp_path / "results", "paper")
 
 
+def test_status_counts_a_plateau_runs_epochs_without_a_gain(tmp_path):
+    """Under a plateau schedule the row says how many epochs validation has not gained, of the stop_patience the
+    spec sets (Plateau's default 4 where it sets none), and its time left is an upper bound; another schedule has
+    no such count."""
+    from xcbench.status import run_status, status_table
+
+    def ckpt(name, train, sched):
+        folder = tmp_path / "paper" / "p" / "a" / "d" / name / "seed0"
+        folder.mkdir(parents=True)
+        torch.save({"epoch": 5, "elapsed": 500.0, "history": [{"epoch": 5, "val_ppl": 150.0}], "stopped": False,
+                    "spec": {"train": {"epochs": 20, **train}}, "schedule": sched}, folder / "checkpoint.pt")
+        return run_status(folder / "checkpoint.pt", tmp_path)
+
+    set_p = ckpt("set", {"schedule": "plateau", "plateau": {"stop_patience": 10}}, {"lr": 5.0, "best": 149.0, "bad": 3, "bad_lr": 1})
+    default_p = ckpt("default", {"schedule": "plateau"}, {"lr": 5.0, "best": 149.0, "bad": 2, "bad_lr": 0})
+    cosine = ckpt("cosine", {"schedule": "cosine"}, {})
+    assert (set_p["stop"], default_p["stop"], cosine["stop"]) == ((3, 10), (2, 4), None)
+    table = status_table([set_p, cosine])
+    assert "| 3 of 10 | 0.14 | 0.42 at most |" in table and "| ppl 150 | - | 0.14 | 0.42 |" in table
+
+
 def test_status_names_the_python_training_each_run_not_its_shell(tmp_path):
     """training_pids reads /proc: the `python -m xcbench train` process's --out joined to its working folder; the
     shell around it (one argument holding the command), other programs and unreadable entries are left out."""

@@ -12,6 +12,7 @@ lookup finds these.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 from xcbench.registry import SCHEDULES
@@ -86,3 +87,11 @@ class Plateau(Schedule):
 
     def load_state_dict(self, st: dict) -> None:
         self.lr, self.best, self.bad, self.bad_lr = st["lr"], st["best"], st["bad"], st["bad_lr"]
+
+
+def plateau_settings(train_cfg: dict) -> dict | None:
+    """The plateau schedule's settings of a train config, Plateau's defaults where unset; None for another schedule."""
+    if train_cfg.get("schedule", "constant") != "plateau":
+        return None
+    defaults = {k: v.default for k, v in inspect.signature(Plateau).parameters.items() if k != "lr"}
+    return defaults | (train_cfg.get("plateau") or {})

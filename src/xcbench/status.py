@@ -10,6 +10,9 @@ from the checkpoint (read memory-mapped: a 357 MB one opens in milliseconds, its
               time already spent in the next one (t_in, the checkpoint's `partial`); unknown before one epoch
     age       now - the file's modification time: how long ago the run last saved (a running job saves at
               least every epoch, or every `--checkpoint-minutes` inside one)
+    stop rule under a plateau schedule, b of P: the epochs since validation last gained (the schedule's `bad`)
+              against its `stop_patience`; the run stops after P - b more epochs without a gain, so `left`,
+              which counts every epoch to E, is then at most what it still owes
 
 its last validation numbers, and the pid of the `python -m xcbench train` process training it on this machine
 (from /proc: the process to send SIGUSR1 for a checkpoint now, checkpoint.Signals; not the shell Snakemake wraps
@@ -26,6 +29,7 @@ from pathlib import Path
 import torch
 
 from xcbench.checkpoint import CHECKPOINT
+from xcbench.schedules import plateau_settings
 
 
 def training_pids(proc: Path = Path("/proc")) -> dict[Path, int]:
@@ -55,6 +59,8 @@ def run_status(ckpt: Path, root: Path, now: float | None = None, pids: dict[Path
     left = None
     if epochs is not None and e > 0:
         left = 0.0 if ck.get("stopped") else max(0.0, (int(epochs) - e) * elapsed / e - t_in)
+    plateau = plateau_settings(spec.get("train") or {})
+    stop = (int(ck["schedule"]["bad"]), int(plateau["stop_patience"])) if plateau and ck.get("schedule") else None
     last = next((h for h in reversed(ck.get("history") or []) if h.get("epoch", 0) >= 1), {})
     val = {k[4:]: v for k, v in last.items() if k.startswith("val_") and isinstance(v, (int, float))}
     return {"run": folder.relative_to(root).as_posix(), "epoch": e, "step": s, "epochs": epochs,
@@ -62,7 +68,7 @@ def run_status(ckpt: Path, root: Path, now: float | None = None, pids: dict[Path
                      "stopped early" if ck.get("stopped") else "in progress",
             "pid": (pids or {}).get(folder.resolve()),
             "trained_h": (elapsed + t_in) / 3600, "left_h": None if left is None else left / 3600,
-            "age_min": ((now or time.time()) - ckpt.stat().st_mtime) / 60, "val": val}
+            "age_min": ((now or time.time()) - ckpt.stat().st_mtime) / 60, "val": val, "stop": stop}
 
 
 def _progress(r: dict) -> str:
@@ -76,12 +82,13 @@ def _val(v: dict, n: int = 2) -> str:
 
 def status_table(rows: list[dict]) -> str:
     """Markdown: one line per run, the most recently saved first."""
-    out = ["| run | state | epochs done | last validation | trained h | left h (est.) | saved min ago | training pid |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| run | state | epochs done | last validation | epochs without a gain (stop at) | trained h | left h (est.) "
+           "| saved min ago | training pid |", "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["age_min"]):
-        left = "-" if r["left_h"] is None else f"{r['left_h']:.2f}"
-        out.append(f"| {r['run']} | {r['state']} | {_progress(r)} | {_val(r['val'])} | {r['trained_h']:.2f} | {left} | "
-                   f"{r['age_min']:.0f} | {r['pid'] or '-'} |")
+        left = "-" if r["left_h"] is None else f"{r['left_h']:.2f}" + (" at most" if r["stop"] and r["left_h"] else "")
+        stop = f"{r['stop'][0]} of {r['stop'][1]}" if r["stop"] else "-"
+        out.append(f"| {r['run']} | {r['state']} | {_progress(r)} | {_val(r['val'])} | {stop} | {r['trained_h']:.2f} | "
+                   f"{left} | {r['age_min']:.0f} | {r['pid'] or '-'} |")
     return "\n".join(out)
 
 

@@ -10,13 +10,11 @@ own vectors. Free-text `notes:` explain; they should not restate settings.
 
 from __future__ import annotations
 
-import inspect
-
 from xcbench.reporting.labels import caption_name, pretty
 from xcbench.reporting.stop_rule import stopped_early_at
 from xcbench.run import expected_runs
 from xcbench.runspec import encoder_config
-from xcbench.schedules import Plateau
+from xcbench.schedules import plateau_settings
 
 FEATURE_FORMATS = {"xc_bow"}  # raw formats whose samples go through the experiment's feature extractor
 
@@ -49,10 +47,9 @@ def _encoder(model_cfg: dict) -> str:
 
 def _schedule(t: dict) -> str:
     """The lr schedule; a plateau schedule with its settings (the class defaults where unset)."""
-    name = t.get("schedule", "constant")
-    if name != "plateau":
-        return f"{name} schedule"
-    p = {k: v.default for k, v in inspect.signature(Plateau).parameters.items() if k != "lr"} | (t.get(name) or {})
+    p = plateau_settings(t)
+    if p is None:
+        return f"{t.get('schedule', 'constant')} schedule"
     return (f"lr x{p['factor']} after {p['patience']} epochs without a {p['min_delta']} gain in validation "
             f"{p['metric']} (not below {p['min_lr']}), stop after {p['stop_patience']} such epochs")
 
