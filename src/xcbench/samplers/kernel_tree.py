@@ -32,8 +32,8 @@ DENSE_PER_DRAW = 64
 # _left_mass gathers the draws' rows in chunks of queries of GATHER_BYTES (8 MiB: 40 PTB queries at m = 100,
 # D = 512), so that each chunk's rows are still in cache when bmm reads them, unless all of them fit in
 # GATHER_ONCE[device type] bytes: a GPU, whose launches cost more than its memory traffic, gathers up to 256 MiB
-# in one product (so did the CPU until 2026-12-04: the same weights, and MIDX Figure 7(a)'s RFF step at m = 100
-# 1.08x the chunks' on one idle thread, 1.04x beside two trainings: benchmarks/out/step_forms.md).
+# in one product (so did the CPU until 2026-12-04: the same weights, and MIDX Figure 7(a)'s RFF step at m = 50 and
+# 100 1.10x the chunks' on one idle thread, 1.04x beside two trainings: benchmarks/out/step_forms.md).
 GATHER_BYTES = 8 << 20
 GATHER_ONCE = {"cpu": GATHER_BYTES, "cuda": 256 << 20}
 REBUILD_SHARE = 4  # update_rows rebuilds the whole tree when more than n / 4 rows changed
