@@ -98,6 +98,7 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
     from xcbench.reporting.stop_rule import as_today, stopped_early_at
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config
+    from xcbench.schedules import plateau_settings
 
     rows, catalogue = [], load_datasets()
     files, resolved = paper_experiments()
@@ -117,8 +118,8 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                 done = as_today(done, train_cfg)
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
-            plateau = train_cfg.get("plateau") or {}
-            stops = train_cfg.get("schedule") == "plateau" and int(plateau.get("stop_patience") or epochs) < epochs
+            plateau = plateau_settings(train_cfg)  # Plateau's defaults where the config sets none
+            stops = plateau is not None and int(plateau["stop_patience"]) < epochs
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
                    # a plateau rule that stops the run: its hours below are for all its epochs, an upper bound
                    "stop_rule": stops,
