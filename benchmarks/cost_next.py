@@ -77,6 +77,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
     too). A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
     from xcbench.io import read_yaml
     from xcbench.reporting.claim_values import side_methods
+    from xcbench.reporting.claims import claim_sides
     from xcbench.run import run_location
 
     files, resolved = paper_experiments()
@@ -89,8 +90,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
             exp = exps.get((spec["paper"], c["artifact"]))
             if exp is None:
                 continue
-            sides = [c.get("left"), c.get("right")] + list(c.get("across", {}).get("gain", {}).values())
-            sides = [x for x in sides if x]
+            sides = claim_sides(c)
             early = all(settled_at_start(x.get("metric", "")) for x in sides)
             methods = sorted({m for x in sides for m in side_methods(x, exp) if m in exp["methods"]})
             named = {x["dataset"] for x in sides if x.get("dataset")}

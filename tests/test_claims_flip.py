@@ -198,3 +198,48 @@ def test_a_constant_side_is_the_papers_number_for_every_seed():
     for bad in ({"value": 5.0, "method": "p"}, {"value": 5.0, "metric": "nll"}):
         with pytest.raises(ConfigError):
             validate({"paper": "x", "claims": [{**c, "right": bad}]}, "claims.schema.yaml", "c.yaml")
+
+
+SWEEPS = [(f.stem, c) for f in sorted((REPO / "config" / "claims").glob("*.yaml")) for c in read_yaml(f)["claims"]
+          if "sweep" in c]
+
+
+def _sweep_recs(exp: dict, values: dict[str, float], metric: str) -> list[dict]:
+    return [{"dataset": d, "method": m, "seed": k, "metrics": {metric: v}}
+            for d in exp["datasets"] for m, v in values.items() for k in exp["seeds"]]
+
+
+def test_a_sweep_claim_holds_only_when_every_step_does():
+    """'Every sampler improves with m': a rise at one inner step is not held though the ends hold; a method without
+    runs leaves the chain (partial), one the scale does not run leaves it silently; under two left: not at this scale."""
+    c = {"id": "x", "text": "t", "artifact": "a", "sweep": {"methods": ["m5", "m10", "m20"], "metric": "ppl", "op": "<"}}
+    exp = {"datasets": ["d"], "seeds": [0], "methods": {m: {"x": int(m[1:])} for m in ("m5", "m10", "m20")}}
+
+    def row(values, methods=None):
+        e = {**exp, "methods": {m: exp["methods"][m] for m in (methods or exp["methods"])}}
+        return KINDS["sweep"](c, e, _sweep_recs(e, values, "ppl"), "paper", None)[0]
+
+    assert row({"m5": 3.0, "m10": 2.0, "m20": 1.0})["verdict"] == "held"
+    r = row({"m5": 3.0, "m10": 4.0, "m20": 1.0})  # the ends hold (1 < 3), the first step rises
+    assert r["verdict"] == "not held" and r["ours"] == "5: 3 → 10: 4 (not < the one before) → 20: 1"
+    assert row({"m5": 3.0, "m10": 2.0, "m20": 2.0})["verdict"] == "not held"  # a flat step is no fall
+    assert row({"m5": 3.0, "m20": 1.0})["verdict"] == "held, partial: no run of m10"
+    assert row({"m5": 3.0, "m20": 1.0}, ["m5", "m20"])["verdict"] == "held"  # the scale skips m10
+    assert row({"m5": 3.0}, ["m5"])["verdict"] == "not at this scale"
+    assert KINDS["sweep"](c, {**exp, "methods": {"other": {}}}, [], "tiny", None)[0]["verdict"] == "not at this scale"
+    assert row({"m5": 3.0})["verdict"] == "not run"
+
+
+@pytest.mark.parametrize("paper,claim", SWEEPS, ids=[f"{p}-{c['id']}" for p, c in SWEEPS])
+def test_each_sweep_claim_flips_when_one_inner_step_turns(paper, claim):
+    """At the paper scale, where every point of the sweep runs: values that move the claimed way at every step hold;
+    swapping two neighbours in the middle of the chain turns the verdict."""
+    exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / paper / f"{claim['artifact']}.yaml"), "paper")
+    chain = [m for m in claim["sweep"]["methods"] if m in exp["methods"]]
+    assert len(chain) == len(claim["sweep"]["methods"]) >= 3, "every point runs at the paper scale"
+    step = -1.0 if claim["sweep"]["op"] in ("<", "<=") else 1.0
+    good = {m: 100.0 + step * i for i, m in enumerate(chain)}
+    bad = {**good, chain[1]: good[chain[2]], chain[2]: good[chain[1]]}
+    verdicts = [{r["verdict"].split(" (at the ")[0] for r in KINDS["sweep"](claim, exp, _sweep_recs(exp, v, claim["sweep"]["metric"]),
+                                                                       "paper", None)} for v in (good, bad)]
+    assert verdicts == [{"held"}, {"not held"}], verdicts

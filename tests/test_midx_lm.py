@@ -155,7 +155,7 @@ def test_claims_against_the_best_of_several_runs_why_not_and_caveat(tmp_path):
     rows = evaluate_claims(tmp_path / "c.yaml", tmp_path / "exps", res, "quick")["rows"]
     assert [r["verdict"] for r in rows] == ["not held (at the quick scale: too short)",
                                             "held (at the quick scale: b diverged last)"]
-    from xcbench.reporting.claims import verdict_counts
+    from xcbench.reporting.claim_table import verdict_counts
     assert verdict_counts(rows) == {"held": 1, "not held": 1, "partial": 0, "not testable": 0, "not run": 0}
     assert rows[0]["ours"] == "10 < 8"
 

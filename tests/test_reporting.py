@@ -470,7 +470,7 @@ assert "torch" not in sys.modules, "a render or claims job imported torch"
 def test_claims_markdown_counts_claims_apart_from_setup_checks():
     """held / not held / partial / not testable are counted over the paper's claims only; a not-held reason
     that mentions 'partial' does not make a row partial; checks of the setup get their own section."""
-    from xcbench.reporting.claims import claims_markdown, verdict_counts
+    from xcbench.reporting.claim_table import claims_markdown, verdict_counts
 
     row = lambda v, **kw: {"claim": "c", "dataset": "all", "check": "", "paper": "", "ours": "", "verdict": v, **kw}  # noqa: E731
     rows = [row("held"), row("not held (at the paper scale: a partial epoch)"), row("held, partial: no run of x"),
@@ -524,7 +524,8 @@ def test_a_claim_is_not_testable_where_a_setup_check_it_requires_is_not_held():
     """MIDX Table 7: GRU4Rec's claims require the check that GRU4Rec trains as in the paper; on the dataset where
     the check fails, each becomes 'not testable' whatever its verdict; elsewhere, and for claims without
     `requires`, verdicts stay."""
-    from xcbench.reporting.claims import requires_checks, verdict_counts
+    from xcbench.reporting.claim_table import verdict_counts
+    from xcbench.reporting.claims import requires_checks
 
     claims = [{"id": "gru_trains", "check": True}, {"id": "gru_rq_above", "requires": ["gru_trains"]}, {"id": "sas_rq_above"}]
     rows = [{"id": "gru_trains", "dataset": "sports", "verdict": "not held (at the paper scale: plateau)", "setup_check": True},

@@ -112,7 +112,8 @@ def cmd_render(args) -> None:
 
 def cmd_claims(args) -> None:
     """Check a paper's claims against the results and write claims.md / claims.json."""
-    from xcbench.reporting.claims import bare_verdict, write_claims
+    from xcbench.reporting.claim_table import bare_verdict
+    from xcbench.reporting.claims import write_claims
 
     res = write_claims(args.claims, args.experiments, args.results, args.scale, args.out)
     print(f"{sum(bare_verdict(r['verdict']) == 'held' for r in res['rows'])}/{len(res['rows'])} claims held")

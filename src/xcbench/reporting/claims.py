@@ -18,7 +18,9 @@ A claim with `beyond_seed_noise: true` (the paper's words: "by a large margin", 
 margin is larger than the seeds move it ("not testable: one seed", unless the means already fail).
 A claim with `across: {gain: {left, right}, where: {artifact, method, metric, pick: min|max}}` compares
 datasets instead: the largest relative gain left / right - 1 falls on the dataset `where` picks
-(MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all". A claim may `require` setup checks
+(MIDX: "the sparsest dataset gains most"); it gets one row, dataset "all". A claim with
+`sweep: {methods: [...], metric, op}` ("every sampler improves with m") holds when each method of the list OP the one
+before it, step by step as compare claims. A claim may `require` setup checks
 (`check: true`): on a dataset where one of them is not held, the claim is "not testable" there.
 Runs of unequal length (one cut short by a time limit) are compared on `final.` metrics after the last epoch
 all of them reached.
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from xcbench.io import read_yaml, write_json, write_text
 from xcbench.reporting import html as H
+from xcbench.reporting.claim_table import bare_verdict, claims_markdown
 from xcbench.reporting.claim_values import (
     OPS,
     REDUCE,
@@ -125,11 +128,54 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
     return [_row(c, "all", ours, "held" if best == picked and g[best] > 0 else "not held", scale, check)]
 
 
-KINDS = {"compare": _compare_rows, "across": _across_rows}
+def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
+    """'All samplers perform better with an increased number of samples' (MIDX 6.2.5): along `sweep.methods`,
+    ordered by the swept setting, each method's metric OP the one before it, as compare claims of each step (cut
+    runs and seeds as there). Held when every step holds. The chain is the methods the scale runs (the quick
+    scale's skips leave its endpoints); one it runs without results leaves the chain and makes the row partial.
+    `ours` lists each method's value at its `x` (test numbers at each run's best epoch). One row per dataset."""
+    s, bare = c["sweep"], {k: v for k, v in c.items() if k not in ("sweep", "why_not", "caveat", "headline")}
+    chain = [m for m in s["methods"] if m in exp["methods"]]
+    if len(chain) < 2:
+        check = f"{s['metric']} along {' → '.join(s['methods'])}: each {s['op']} the one before"
+        return [_row(c, d, "–", "not at this scale", scale, check) for d in exp["datasets"]]
+    xs = [exp["methods"][m].get("x") for m in chain]
+    steps = [caption_name(exp, chain[0])] + [str(x) if None not in xs else caption_name(exp, m)
+                                             for x, m in zip(xs[1:], chain[1:])]
+    check = f"{s['metric']} along {' → '.join(steps)}: each {s['op']} the one before"
+    rows = []
+    for d in exp["datasets"]:
+        ran = [m for m in chain if any(r["dataset"] == d and r["method"] == m for r in recs)]
+        if len(ran) < 2:
+            rows.append(_row(c, d, "–", "not run", scale, check))
+            continue
+        steps = [r for a, b in zip(ran, ran[1:]) for r in _compare_rows(
+            {**bare, "left": {"method": b, "metric": s["metric"], "dataset": d}, "op": s["op"],
+             "right": {"method": a, "metric": s["metric"], "dataset": d}}, exp, recs, scale, load)]
+        if len(steps) < len(ran) - 1:
+            continue  # a method the artifact runs on other datasets only, as a compare claim's row
+        heads = [r["verdict"].split(", partial: ")[0] for r in steps]
+        gaps = [g for r in steps for g in r["verdict"].split(", partial: ")[1:]]
+        gaps = list(dict.fromkeys(([f"no run of {', '.join(m for m in chain if m not in ran)}"] if len(ran) < len(chain)
+                                   else []) + gaps))
+        verdict = ("not held" if any(h.startswith("not held") for h in heads) else
+                   "held" if all(h == "held" for h in heads) else next(h for h in heads if h != "held"))
+        ours = [f"{exp['methods'][m].get('x', caption_name(exp, m))}: "
+                f"{side_value({'method': m, 'metric': s['metric']}, recs, d, None, exp):.4g}"
+                + ("" if i == 0 or heads[i - 1] == "held" else f" (not {s['op']} the one before)")
+                for i, m in enumerate(ran)]
+        rows.append(_row(c, d, " → ".join(ours), verdict + (f", partial: {'; '.join(gaps)}" if gaps else ""), scale,
+                         check))
+    return rows
+
+
+KINDS = {"compare": _compare_rows, "across": _across_rows, "sweep": _sweep_rows}
 
 
 def claim_sides(c: dict) -> list[dict]:
-    """The two sides a claim compares: left and right, or the gain's of an `across` claim."""
+    """The sides a claim compares: left and right, the gain's of an `across` claim, or a sweep's methods."""
+    if "sweep" in c:
+        return [{"methods": c["sweep"]["methods"], "metric": c["sweep"]["metric"]}]
     return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
 
 
@@ -174,7 +220,7 @@ def evaluate_claims(claims_file: str | Path, experiments_dir: str | Path, result
             continue
         c = {**c, "headline": c["id"] in headlines}
         exp, recs = load(c["artifact"])
-        new = KINDS["across" if "across" in c else "compare"](c, exp, recs, scale, load)
+        new = KINDS[next((k for k in ("across", "sweep") if k in c), "compare")](c, exp, recs, scale, load)
         if not new:  # every run is there and none reports the metric: a misspelt metric must not vanish
             new = [_row(c, "all", "–", f"no data: no run reports {_metrics(c)}", scale, "")]
         rows += [r for r in new if only is None or bare_verdict(r["verdict"]) not in ("not run", "not at this scale")]
@@ -192,42 +238,6 @@ def requires_checks(claims: list[dict], rows: list[dict]) -> list[dict]:
         bad = [k for k in needs.get(r["id"], []) if (k, r["dataset"]) in failed]
         out.append({**r, "verdict": f"not testable: setup check {', '.join(bad)} not held here"} if bad else r)
     return out
-
-
-def bare_verdict(verdict: str) -> str:
-    """A row's verdict less the bracket `_row` adds (its why_not / caveat): "held", "not held, partial: ...", ..."""
-    return verdict.split(" (at the ", 1)[0]
-
-
-def verdict_counts(rows: list[dict]) -> dict[str, int]:
-    """held / not held / partial (a verdict evaluated over the runs present) / not testable / not run."""
-    out = {"held": 0, "not held": 0, "partial": 0, "not testable": 0, "not run": 0}
-    for r in rows:
-        v = bare_verdict(r["verdict"])
-        key = ("partial" if ", partial" in v else "not testable" if v.startswith("not testable")
-               else "held" if v == "held" else "not held" if v.startswith("not held") else "not run")
-        out[key] += 1
-    return out
-
-
-def claims_markdown(res: dict) -> str:
-    claims = [r for r in res["rows"] if not r.get("setup_check")]
-    checks = [r for r in res["rows"] if r.get("setup_check")]
-    n = verdict_counts(claims)
-    kept = " Kept results tree: only the claims whose runs it holds." if res.get("kept") else ""
-    counts = ", ".join(f"{v} {k}" for k, v in n.items() if v and k != "held")
-    lines = [f"# Claims: {res['title']}", "", f"Scale: {res['scale']}. {n['held']}/{len(claims)} claims of the paper held"
-             + (f" ({counts})" if counts else "") + f".{kept}", "",
-             "| claim | dataset | check | paper | ours | verdict |", "|---|---|---|---|---|---|"]
-    row = lambda r: (f"| {r['claim']} | {pretty(r['dataset'])} | {r['check']} | {r['paper']} | {r['ours']} | "  # noqa: E731
-                     f"**{r['verdict']}** |")
-    lines += [row(r) for r in claims]
-    if checks:
-        lines += ["", "## Checks of the setup", "", "Not claims of the paper, so not counted above: they test that the runs "
-                  "are set up as the paper's (initial losses, sizes).", "",
-                  "| check | dataset | rule | paper | ours | verdict |", "|---|---|---|---|---|---|"]
-        lines += [row(r) for r in checks]
-    return "\n".join(lines) + "\n"
 
 
 def write_claims(claims_file, experiments_dir, results, scale, out_md: str | Path, only: set[str] | None = None) -> dict:
