@@ -409,6 +409,29 @@ def test_log_axis_labels_plain_numbers(lo, hi, want):
     assert sorted(shown, key=float) == want
 
 
+def test_a_sweeps_log_axis_ticks_at_its_grid(tmp_path, catalogue, monkeypatch):
+    """K = 8, 32, 128 codewords: the ticks are the swept values, which 1-2-5 ticks (10, 20, 50, 100) would miss."""
+    from xcbench.reporting import style
+
+    for m, ppl in (("k8", 136.0), ("k32", 131.0), ("k128", 129.0)):
+        write_json(tmp_path / "quick" / "p" / "t" / "d1" / m / "seed0" / "metrics.json", {"metrics": {"ppl": ppl}})
+    exp = {**EXP, "datasets": ["d1"], "seeds": [0],
+           "methods": {m: {"head": m, "series": "S", "x": int(m[1:])} for m in ("k8", "k32", "k128")},
+           "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}}
+    calls, draw = [], style.log_ticks
+    monkeypatch.setattr(style, "log_ticks", lambda ax, axis="x", at=None: (calls.append((axis, at)), draw(ax, axis, at)))
+    RENDERERS.get("sweep")(exp, str(tmp_path), str(tmp_path / "s"), catalogue)
+    assert calls == [("x", [8.0, 32.0, 128.0])]
+    fig, axes = style.figure(1)
+    ax = axes[0][0]
+    ax.plot([8, 32, 128], [0, 1, 2])
+    ax.set_xscale("log")
+    style.log_ticks(ax, "x", [8, 32, 128])
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True) if t.get_text()] == \
+        ["8", "32", "128"]
+
+
 def test_kept_runs_render_without_their_optional_library(monkeypatch):
     """A method whose library is missing here stays in a rendering when its runs are in the results tree
     (fig2's kept Annoy run), and is left out, named as not run, where they are not (quick scale: no runs)."""

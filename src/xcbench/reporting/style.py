@@ -36,15 +36,21 @@ def palette() -> list[str]:
     return _pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
 
 
-def log_ticks(ax, axis: str = "x") -> None:
-    """Plain numbers on a log axis (0.5, 2, 300, not 5 x 10^-1): within about a decade, ticks at 1, 2 and 5
-    times the powers of ten, each labelled once; over more, the powers of ten alone. Call after plotting."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+def log_ticks(ax, axis: str = "x", at: list[float] | None = None) -> None:
+    """Plain numbers on a log axis (0.5, 2, 300, not 5 x 10^-1): at the values `at` where given (a sweep's grid,
+    K = 8, 16, ..., 128, which ticks at 1, 2 and 5 times the powers of ten would miss), else within about a decade
+    ticks at 1, 2 and 5 times the powers of ten, each labelled once; over more, the powers of ten alone. Call
+    after plotting."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     which = ax.xaxis if axis == "x" else ax.yaxis
     lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     which.set_major_formatter(plain)
+    if at:
+        which.set_major_locator(FixedLocator(sorted(at)))
+        which.set_minor_locator(NullLocator())
+        return
     if hi / max(lo, 1e-300) < 30:
         which.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
         which.set_minor_formatter(plain)

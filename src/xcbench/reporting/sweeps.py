@@ -76,6 +76,9 @@ def _baseline(exp: dict, recs: list[dict], datasets: list[str]) -> dict | None:
     return aggregate(recs, datasets[0], opts["baseline"], opts["y"])
 
 
+GRID_TICKS = 12  # a sweep of at most this many values ticks at each of them
+
+
 @RENDERERS.register("sweep")
 def sweep(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     return draw_sweep(exp, collect(results, exp), out, catalogue)
@@ -119,7 +122,8 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
             ax.axhline(b["mean"], color="0.35", linestyle="--", linewidth=1, label=method_label(exp, opts["baseline"]))
         if opts.get("logx", True):
             ax.set_xscale("log")
-            style.log_ticks(ax, "x")
+            grid = sorted({x for pts in lines.values() for x, _ in pts})  # the swept values, when a few
+            style.log_ticks(ax, "x", grid if not opts.get("x_key") and len(grid) <= GRID_TICKS else None)
         if opts.get("logy"):
             ax.set_yscale("log")
             style.log_ticks(ax, "y")
