@@ -140,9 +140,9 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
         check = f"{s['metric']} along {' → '.join(s['methods'])}: each {s['op']} the one before"
         return [_row(c, d, "–", "not at this scale", scale, check) for d in exp["datasets"]]
     xs = [exp["methods"][m].get("x") for m in chain]
-    steps = [caption_name(exp, chain[0])] + [str(x) if None not in xs else caption_name(exp, m)
+    names = [caption_name(exp, chain[0])] + [str(x) if None not in xs else caption_name(exp, m)
                                              for x, m in zip(xs[1:], chain[1:])]
-    check = f"{s['metric']} along {' → '.join(steps)}: each {s['op']} the one before"
+    check = f"{s['metric']} along {' → '.join(names)}: each {s['op']} the one before"
     rows = []
     for d in exp["datasets"]:
         ran = [m for m in chain if any(r["dataset"] == d and r["method"] == m for r in recs)]
@@ -162,7 +162,7 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
                    "held" if all(h == "held" for h in heads) else next(h for h in heads if h != "held"))
         ours = [f"{exp['methods'][m].get('x', caption_name(exp, m))}: "
                 f"{side_value({'method': m, 'metric': s['metric']}, recs, d, None, exp):.4g}"
-                + ("" if i == 0 or heads[i - 1] == "held" else f" (not {s['op']} the one before)")
+                + (f" (not {s['op']} the one before)" if i and heads[i - 1].startswith("not held") else "")
                 for i, m in enumerate(ran)]
         rows.append(_row(c, d, " → ".join(ours), verdict + (f", partial: {'; '.join(gaps)}" if gaps else ""), scale,
                          check))
