@@ -7,7 +7,7 @@ from conftest import REPO
 
 from xcbench.config import SCALES, load_experiment, resolve_experiment
 from xcbench.io import read_yaml
-from xcbench.reporting.claim_values import side_methods
+from xcbench.reporting.claim_values import per_seed, side_methods, side_value
 from xcbench.reporting.claims import KINDS
 
 CLAIMS = [(f.stem, c) for f in sorted((REPO / "config" / "claims").glob("*.yaml")) for c in read_yaml(f)["claims"]
@@ -27,10 +27,12 @@ def _setting(paper: str, c: dict):
 
 
 def _recs(c: dict, exp: dict, datasets: list[str], left: float, right: float) -> list[dict]:
+    """Every method of a side at the side's value; a `ratios` side's a at it and its b at 1, so each a / b is it."""
     recs = []
     for side, v in ((c["left"], left), (c["right"], right)):
+        value = {b: 1.0 for _, b in side.get("ratios", [])}
         for d in ([side["dataset"]] if "dataset" in side else datasets):
-            recs += [{"dataset": d, "method": m, "seed": k, "metrics": {side["metric"]: v}}
+            recs += [{"dataset": d, "method": m, "seed": k, "metrics": {side["metric"]: value.get(m, v)}}
                      for m in side_methods(side, exp) for k in exp["seeds"]]  # as collect reads them: every seed
     return recs
 
@@ -230,16 +232,57 @@ def test_a_sweep_claim_holds_only_when_every_step_does():
     assert row({"m5": 3.0})["verdict"] == "not run"
 
 
+def test_a_pair_point_reads_a_ratio_and_a_ratios_side_its_reduction():
+    """`[a, b]` in a sweep is a / b ("the gap narrows as K grows": learnable / fixed rises); a `ratios` side is the
+    min / max over its pairs of the seed means' ratio, per seed in `per_seed`; a pair with a run missing drops out."""
+    from xcbench.schema import ConfigError, validate
+
+    c = {"id": "x", "text": "t", "artifact": "a",
+         "sweep": {"methods": [["l8", "f8"], ["l32", "f32"], ["l128", "f128"]], "metric": "ppl", "op": ">"}}
+    exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {m: {"x": int(m[1:])} for m in
+                                                           ("l8", "f8", "l32", "f32", "l128", "f128")}}
+    vals = {"l8": 120.0, "f8": 150.0, "l32": 130.0, "f32": 140.0, "l128": 128.0, "f128": 129.0}  # 0.8, 0.929, 0.992
+    r = KINDS["sweep"](c, exp, _sweep_recs(exp, vals, "ppl"), "paper", None)[0]
+    assert r["verdict"] == "held" and r["ours"] == "8: 0.8 → 32: 0.9286 → 128: 0.9922", r
+    turned = {**vals, "f32": 131.0}  # 130 / 131 = 0.99237, above 128 / 129 = 0.99225: the step to 128 falls
+    assert KINDS["sweep"](c, exp, _sweep_recs(exp, turned, "ppl"), "paper", None)[0]["verdict"] == "not held"
+    gap = {**c, "sweep": {**c["sweep"], "op": "<", "gap": True}}  # |0.8 - 1| = 0.2 → 0.071 → 0.0078: narrows
+    r = KINDS["sweep"](gap, exp, _sweep_recs(exp, vals, "ppl"), "paper", None)[0]
+    assert r["verdict"] == "held" and r["ours"] == "8: 0.2 → 32: 0.07143 → 128: 0.007752", r
+    behind = {**vals, "l32": 160.0}  # the learnable codebooks fall behind by more than they led: 0.2 → 0.143 → 0.0078
+    assert KINDS["sweep"](gap, exp, _sweep_recs(exp, behind, "ppl"), "paper", None)[0]["verdict"] == "held"
+    widening = {**vals, "l128": 140.0}  # 0.2 → 0.071 → |140 / 129 - 1| = 0.085: widens behind
+    assert KINDS["sweep"](gap, exp, _sweep_recs(exp, widening, "ppl"), "paper", None)[0]["verdict"] == "not held"
+    assert KINDS["sweep"](c, exp, _sweep_recs(exp, widening, "ppl"), "paper", None)[0]["verdict"] == "held"  # a / b rises
+    partial = _sweep_recs(exp, {k: v for k, v in vals.items() if k != "f32"}, "ppl")
+    assert KINDS["sweep"](c, exp, partial, "paper", None)[0]["verdict"] == "held, partial: no run of f32"
+    side = {"ratios": [["l8", "f8"], ["l32", "f32"]], "reduce": "max", "metric": "ppl"}
+    recs = _sweep_recs(exp, vals, "ppl") + [{"dataset": "d", "method": "l8", "seed": 2, "metrics": {"ppl": 999.0}}]
+    missing: list[str] = []
+    assert side_value(side, recs, "d", missing, exp) == pytest.approx(max((120 + 120 + 999) / 3 / 150, 130 / 140))
+    assert per_seed(side, recs, "d", exp) == pytest.approx({0: 130 / 140, 1: 130 / 140})  # seed 2 lacks f8, l32, f32
+    assert side_value({**side, "reduce": "min"}, [r for r in recs if r["method"] != "f8"], "d", None, exp) == \
+        pytest.approx(130 / 140)
+    validate({"paper": "x", "claims": [c, {"id": "y", "text": "t", "artifact": "a", "left": side, "op": ">",
+                                            "right": {"method": "l8", "metric": "ppl"}}]}, "claims.schema.yaml", "c.yaml")
+    with pytest.raises(ConfigError):  # a pair of three
+        validate({"paper": "x", "claims": [{**c, "sweep": {**c["sweep"], "methods": [["a", "b", "c"], "d"]}}]},
+                 "claims.schema.yaml", "c.yaml")
+
+
 @pytest.mark.parametrize("paper,claim", SWEEPS, ids=[f"{p}-{c['id']}" for p, c in SWEEPS])
 def test_each_sweep_claim_flips_when_one_inner_step_turns(paper, claim):
     """At the paper scale, where every point of the sweep runs: values that move the claimed way at every step hold;
-    swapping two neighbours in the middle of the chain turns the verdict."""
+    swapping two neighbours in the middle of the chain turns the verdict. A pair point [a, b] moves through a, its
+    b held at 100."""
     exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / paper / f"{claim['artifact']}.yaml"), "paper")
-    chain = [m for m in claim["sweep"]["methods"] if m in exp["methods"]]
-    assert len(chain) == len(claim["sweep"]["methods"]) >= 3, "every point runs at the paper scale"
+    points = [[p] if isinstance(p, str) else p for p in claim["sweep"]["methods"]]
+    assert all(m in exp["methods"] for p in points for m in p) and len(points) >= 3, "every point runs at the paper scale"
     step = -1.0 if claim["sweep"]["op"] in ("<", "<=") else 1.0
-    good = {m: 100.0 + step * i for i, m in enumerate(chain)}
-    bad = {**good, chain[1]: good[chain[2]], chain[2]: good[chain[1]]}
+    lift = len(points) if claim["sweep"].get("gap") else 0  # |a / 100 - 1| moves as a / 100 does when a > 100
+    good = {**{p[1]: 100.0 for p in points if len(p) == 2},
+            **{p[0]: 100.0 + step * i + lift * (len(p) == 2) for i, p in enumerate(points)}}
+    bad = {**good, points[1][0]: good[points[2][0]], points[2][0]: good[points[1][0]]}
     verdicts = [{r["verdict"].split(" (at the ")[0] for r in KINDS["sweep"](claim, exp, _sweep_recs(exp, v, claim["sweep"]["metric"]),
                                                                        "paper", None)} for v in (good, bad)]
     assert verdicts == [{"held"}, {"not held"}], verdicts

@@ -1,9 +1,12 @@
 """The two sides of a claim as numbers: which runs a side names, its value over their seeds, and how runs of
 unequal length are compared (reporting/claims.py turns these into rows and verdicts).
 
-A side is {method | methods | tagged, metric[, dataset][, reduce: min|max]}: its value is the mean over seeds of one
-method's metric, or the min / max of several methods' means ("below every static sampler" = below their minimum),
-over the runs present (the absent ones are reported, and the row is then partial).
+A side is {method | methods | tagged | ratios, metric[, dataset][, reduce: min|max]}: its value is the mean over seeds
+of one method's metric, or the min / max of several methods' means ("below every static sampler" = below their minimum),
+over the runs present (the absent ones are reported, and the row is then partial). `ratios: [[a, b], ...]` reads each
+pair's mean a / mean b ("Sphere gains the most from more samples": its m = 5 / m = 100 against the others'), with
+`gap: true` its distance |a / b - 1| ("the gap between learnable and fixed codebooks narrows as K grows"), reduced over
+the pairs present.
 `beyond_seed_noise` ("by a large margin", "clearly"): the per-seed differences left_s - (factor * right_s + offset),
 paired over the seeds both sides ran, must all have the claimed sign and their mean must exceed twice its standard
 error; with one seed there is no spread to compare with.
@@ -35,7 +38,18 @@ def side_methods(side: dict, exp: dict) -> list[str]:
     if "tagged" in side:
         want = {side["tagged"]} if isinstance(side["tagged"], str) else set(side["tagged"])
         return [m for m, spec in exp["methods"].items() if want <= {*spec.get("tags", []), method_encoder(exp, m)}]
+    if "ratios" in side:
+        return list(dict.fromkeys(m for pair in side["ratios"] for m in pair))
     return list(side.get("methods", [side.get("method")]))
+
+
+def _reduced(side: dict, means: dict) -> float | None:
+    """A side's value from its methods' numbers `means` (one run's, or the seed means): the min / max over its
+    methods present, or over its `ratios` pairs with both numbers present (a / b); None if none is."""
+    vals = ([means[a] / means[b] for a, b in side["ratios"] if a in means and b in means] if "ratios" in side
+            else list(means.values()))
+    vals = [abs(v - 1.0) for v in vals] if side.get("gap") else vals
+    return REDUCE[side.get("reduce", "min")](vals) if vals else None
 
 
 def method_encoder(exp: dict, method: str) -> str | None:
@@ -51,7 +65,7 @@ def side_value(side: dict, recs: list[dict], dataset: str, missing: list | None 
     then `partial`); None if none is there. A constant side is its value."""
     if "value" in side:
         return float(side["value"])
-    vals, d = [], side.get("dataset", dataset)
+    means, d = {}, side.get("dataset", dataset)
     for m in side_methods(side, exp or {"methods": {}}):
         a = aggregate(recs, d, m, side["metric"])
         if a is None:
@@ -61,8 +75,8 @@ def side_value(side: dict, recs: list[dict], dataset: str, missing: list | None 
         absent = [str(s) for s in (exp or {}).get("seeds", []) if s not in a["seeds"]]
         if absent and missing is not None:  # a mean over fewer seeds than the artifact's
             missing.append(f"{m} seed {', '.join(absent)}")
-        vals.append(a["mean"])
-    return REDUCE[side.get("reduce", "min")](vals) if vals else None
+        means[m] = a["mean"]
+    return _reduced(side, means)
 
 
 def per_seed(side: dict, recs: list[dict], dataset: str, exp: dict) -> dict:
@@ -74,7 +88,7 @@ def per_seed(side: dict, recs: list[dict], dataset: str, exp: dict) -> dict:
             v = record_value(r, side["metric"]) if r["dataset"] == d and r["method"] == m else None
             if v is not None:
                 by_seed.setdefault(r.get("seed"), {})[m] = v
-    return {s: REDUCE[side.get("reduce", "min")](v.values()) for s, v in by_seed.items() if len(v) == len(methods)}
+    return {s: _reduced(side, v) for s, v in by_seed.items() if len(v) == len(methods)}
 
 
 def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bool | None, str]:
@@ -96,7 +110,10 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
 def describe(side: dict, exp: dict) -> str:
     if "value" in side:
         return f"{side['value']:g}"
-    labels = [caption_name(exp, m) if m in exp["methods"] else m for m in side_methods(side, exp)]
+    name = lambda m: caption_name(exp, m) if m in exp["methods"] else m  # noqa: E731
+    labels = ([f"abs({name(a)} / {name(b)} - 1)" if side.get("gap") else f"{name(a)} / {name(b)}" for a, b in side["ratios"]]
+              if "ratios" in side
+              else [name(m) for m in side_methods(side, exp)])
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     at = AT_EPOCH.fullmatch(side["metric"])
     metric = f"{at[1].removeprefix('curves.')} at epoch {at[2]}" if at else side["metric"]
@@ -150,7 +167,8 @@ def later_counterexample(c: dict, recs: list[dict], d: str, exp: dict, e: int) -
     refuting pair compared at the last epoch both reached (their ends where neither was cut), the latest such:
     (epoch, method, left value, right value, cut) with `cut` whether a run of the pair was cut; None if none."""
     right, factor, offset = c["right"], float(c.get("factor", 1.0)), float(c.get("offset", 0.0))
-    if (c["op"], right.get("reduce", "min")) not in EVERY or "method" in right or "method" not in c["left"] or \
+    if (c["op"], right.get("reduce", "min")) not in EVERY or "method" in right or "ratios" in right or \
+            "method" not in c["left"] or \
             not all(s.get("metric", "").startswith("final.") for s in (c["left"], right)):
         return None
     found = None

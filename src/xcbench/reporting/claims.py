@@ -130,40 +130,47 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
 
 def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """'All samplers perform better with an increased number of samples' (MIDX 6.2.5): along `sweep.methods`,
-    ordered by the swept setting, each method's metric OP the one before it, as compare claims of each step (cut
-    runs and seeds as there). Held when every step holds. The chain is the methods the scale runs (the quick
-    scale's skips leave its endpoints); one it runs without results leaves the chain and makes the row partial.
-    `ours` lists each method's value at its `x` (test numbers at each run's best epoch). One row per dataset."""
+    ordered by the swept setting, each point's metric OP the one before it, as compare claims of each step (cut
+    runs and seeds as there). A point is a method, or a pair [a, b] read as a / b, or with `gap: true` as |a / b - 1|
+    ("the gap between learnable and fixed codebooks narrows as K grows": op <). Held when every step holds. The chain is the
+    points the scale runs (the quick scale's skips leave its endpoints); one it runs without results leaves the chain
+    and makes the row partial. `ours` lists each point's value at its `x` (its first method's; test numbers at each
+    run's best epoch). One row per dataset."""
     s, bare = c["sweep"], {k: v for k, v in c.items() if k not in ("sweep", "why_not", "caveat", "headline")}
-    chain = [m for m in s["methods"] if m in exp["methods"]]
+    side = {p if isinstance(p, str) else tuple(p): {"method": p, "metric": s["metric"]} if isinstance(p, str) else
+            {"ratios": [list(p)], "metric": s["metric"], **({"gap": True} if s.get("gap") else {})} for p in s["methods"]}
+    names_of = {p: side_methods(v, exp) for p, v in side.items()}
+    chain = [p for p in side if all(m in exp["methods"] for m in names_of[p])]
     if len(chain) < 2:
-        check = f"{s['metric']} along {' → '.join(s['methods'])}: each {s['op']} the one before"
+        raw = [p if isinstance(p, str) else " / ".join(p) for p in side]
+        check = f"{s['metric']} along {' → '.join(raw)}: each {s['op']} the one before"
         return [_row(c, d, "–", "not at this scale", scale, check) for d in exp["datasets"]]
-    xs = [exp["methods"][m].get("x") for m in chain]
-    names = [caption_name(exp, chain[0])] + [str(x) if None not in xs else caption_name(exp, m)
-                                             for x, m in zip(xs[1:], chain[1:])]
+    xs = [exp["methods"][names_of[p][0]].get("x") for p in chain]
+    names = [describe({**side[chain[0]], "metric": ""}, exp).strip()] + [
+        str(x) if None not in xs else describe({**side[p], "metric": ""}, exp).strip() for x, p in zip(xs[1:], chain[1:])]
     check = f"{s['metric']} along {' → '.join(names)}: each {s['op']} the one before"
     rows = []
     for d in exp["datasets"]:
-        ran = [m for m in chain if any(r["dataset"] == d and r["method"] == m for r in recs)]
+        ran = [p for p in chain if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in names_of[p])]
         if len(ran) < 2:
             rows.append(_row(c, d, "–", "not run", scale, check))
             continue
         steps = [r for a, b in zip(ran, ran[1:]) for r in _compare_rows(
-            {**bare, "left": {"method": b, "metric": s["metric"], "dataset": d}, "op": s["op"],
-             "right": {"method": a, "metric": s["metric"], "dataset": d}}, exp, recs, scale, load)]
+            {**bare, "left": {**side[b], "dataset": d}, "op": s["op"], "right": {**side[a], "dataset": d}},
+            exp, recs, scale, load)]
         if len(steps) < len(ran) - 1:
             continue  # a method the artifact runs on other datasets only, as a compare claim's row
         heads = [r["verdict"].split(", partial: ")[0] for r in steps]
         gaps = [g for r in steps for g in r["verdict"].split(", partial: ")[1:]]
-        gaps = list(dict.fromkeys(([f"no run of {', '.join(m for m in chain if m not in ran)}"] if len(ran) < len(chain)
-                                   else []) + gaps))
+        unran = [m for p in chain if p not in ran for m in names_of[p]
+                 if not any(r["dataset"] == d and r["method"] == m for r in recs)]
+        gaps = list(dict.fromkeys(([f"no run of {', '.join(unran)}"] if unran else []) + gaps))
         verdict = ("not held" if any(h.startswith("not held") for h in heads) else
                    "held" if all(h == "held" for h in heads) else next(h for h in heads if h != "held"))
-        ours = [f"{exp['methods'][m].get('x', caption_name(exp, m))}: "
-                f"{side_value({'method': m, 'metric': s['metric']}, recs, d, None, exp):.4g}"
+        ours = [f"{exp['methods'][names_of[p][0]].get('x', caption_name(exp, names_of[p][0]))}: "
+                f"{side_value(side[p], recs, d, None, exp):.4g}"
                 + (f" (not {s['op']} the one before)" if i and heads[i - 1].startswith("not held") else "")
-                for i, m in enumerate(ran)]
+                for i, p in enumerate(ran)]
         rows.append(_row(c, d, " → ".join(ours), verdict + (f", partial: {'; '.join(gaps)}" if gaps else ""), scale,
                          check))
     return rows
@@ -175,7 +182,10 @@ KINDS = {"compare": _compare_rows, "across": _across_rows, "sweep": _sweep_rows}
 def claim_sides(c: dict) -> list[dict]:
     """The sides a claim compares: left and right, the gain's of an `across` claim, or a sweep's methods."""
     if "sweep" in c:
-        return [{"methods": c["sweep"]["methods"], "metric": c["sweep"]["metric"]}]
+        points, metric = c["sweep"]["methods"], c["sweep"]["metric"]
+        methods, pairs = [p for p in points if isinstance(p, str)], [p for p in points if not isinstance(p, str)]
+        return ([{"methods": methods, "metric": metric}] if methods else []) + \
+            ([{"ratios": pairs, "metric": metric, "gap": bool(c["sweep"].get("gap"))}] if pairs else [])
     return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
 
 
