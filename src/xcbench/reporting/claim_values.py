@@ -110,9 +110,11 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
 def describe(side: dict, exp: dict) -> str:
     if "value" in side:
         return f"{side['value']:g}"
-    name = lambda m: caption_name(exp, m) if m in exp["methods"] else m  # noqa: E731
-    labels = ([f"abs({name(a)} / {name(b)} - 1)" if side.get("gap") else f"{name(a)} / {name(b)}" for a, b in side["ratios"]]
-              if "ratios" in side
+    def name(m: str) -> str:
+        return caption_name(exp, m) if m in exp["methods"] else m
+
+    ratio = "abs({} / {} - 1)" if side.get("gap") else "{} / {}"
+    labels = ([ratio.format(name(a), name(b)) for a, b in side["ratios"]] if "ratios" in side
               else [name(m) for m in side_methods(side, exp)])
     who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
     at = AT_EPOCH.fullmatch(side["metric"])

@@ -128,6 +128,13 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
     return [_row(c, "all", ours, "held" if best == picked and g[best] > 0 else "not held", scale, check)]
 
 
+def _point_side(p: str | list, sweep: dict) -> dict:
+    """A sweep's point as a claim side: a method, or a pair [a, b] as the ratio a / b (|a / b - 1| with `gap`)."""
+    if isinstance(p, str):
+        return {"method": p, "metric": sweep["metric"]}
+    return {"ratios": [list(p)], "metric": sweep["metric"], **({"gap": True} if sweep.get("gap") else {})}
+
+
 def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """'All samplers perform better with an increased number of samples' (MIDX 6.2.5): along `sweep.methods`,
     ordered by the swept setting, each point's metric OP the one before it, as compare claims of each step (cut
@@ -137,8 +144,7 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
     and makes the row partial. `ours` lists each point's value at its `x` (its first method's; test numbers at each
     run's best epoch). One row per dataset."""
     s, bare = c["sweep"], {k: v for k, v in c.items() if k not in ("sweep", "why_not", "caveat", "headline")}
-    side = {p if isinstance(p, str) else tuple(p): {"method": p, "metric": s["metric"]} if isinstance(p, str) else
-            {"ratios": [list(p)], "metric": s["metric"], **({"gap": True} if s.get("gap") else {})} for p in s["methods"]}
+    side = {p if isinstance(p, str) else tuple(p): _point_side(p, s) for p in s["methods"]}
     names_of = {p: side_methods(v, exp) for p, v in side.items()}
     chain = [p for p in side if all(m in exp["methods"] for m in names_of[p])]
     if len(chain) < 2:
