@@ -76,8 +76,7 @@ def claims_waiting(rows: list[dict]) -> list[dict]:
     left out, and so are those that read only metrics settled at a run's start from runs kept at all (cut short
     too). A claim comparing datasets (`across`) waits on its runs on every dataset, as one row."""
     from xcbench.io import read_yaml
-    from xcbench.reporting.claim_values import side_methods
-    from xcbench.reporting.claims import claim_sides
+    from xcbench.reporting.claim_values import claim_sides, side_methods
     from xcbench.run import run_location
 
     files, resolved = paper_experiments()

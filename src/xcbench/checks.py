@@ -153,8 +153,7 @@ def check_repository(experiments: Path, claims_dir: Path) -> list[str]:
     method. Returns the problems found (empty: all good)."""
     from xcbench.config import SCALES, load_experiment, normalise_methods, resolve_experiment
     from xcbench.io import read_yaml
-    from xcbench.reporting.claim_values import side_methods
-    from xcbench.reporting.claims import claim_sides
+    from xcbench.reporting.claim_values import claim_sides, side_methods
 
     errs: list[str] = []
     exps: dict[tuple[str, str], dict[str, dict]] = {}

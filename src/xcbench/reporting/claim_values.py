@@ -43,6 +43,23 @@ def side_methods(side: dict, exp: dict) -> list[str]:
     return list(side.get("methods", [side.get("method")]))
 
 
+def point_side(p: str | list, sweep: dict) -> dict:
+    """A sweep's point as a claim side: a method, or a pair [a, b] as the ratio a / b (|a / b - 1| with `gap`)."""
+    if isinstance(p, str):
+        return {"method": p, "metric": sweep["metric"]}
+    return {"ratios": [list(p)], "metric": sweep["metric"], **({"gap": True} if sweep.get("gap") else {})}
+
+
+def claim_sides(c: dict) -> list[dict]:
+    """The sides a claim compares: left and right, the gain's of an `across` claim, or a sweep's methods."""
+    if "sweep" in c:
+        points, metric = c["sweep"]["methods"], c["sweep"]["metric"]
+        methods, pairs = [p for p in points if isinstance(p, str)], [p for p in points if not isinstance(p, str)]
+        return ([{"methods": methods, "metric": metric}] if methods else []) + \
+            ([{"ratios": pairs, "metric": metric, "gap": bool(c["sweep"].get("gap"))}] if pairs else [])
+    return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
+
+
 def _reduced(side: dict, means: dict) -> float | None:
     """A side's value from its methods' numbers `means` (one run's, or the seed means): the min / max over its
     methods present, or over its `ratios` pairs with both numbers present (a / b); None if none is."""

@@ -38,11 +38,13 @@ from xcbench.reporting.claim_values import (
     REDUCE,
     at_epoch,
     beyond_seeds,
+    claim_sides,
     comparison,
     cut_epoch,
     describe,
     later_counterexample,
     one_epoch,
+    point_side,
     side_methods,
     side_value,
 )
@@ -128,13 +130,6 @@ def _across_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list
     return [_row(c, "all", ours, "held" if best == picked and g[best] > 0 else "not held", scale, check)]
 
 
-def _point_side(p: str | list, sweep: dict) -> dict:
-    """A sweep's point as a claim side: a method, or a pair [a, b] as the ratio a / b (|a / b - 1| with `gap`)."""
-    if isinstance(p, str):
-        return {"method": p, "metric": sweep["metric"]}
-    return {"ratios": [list(p)], "metric": sweep["metric"], **({"gap": True} if sweep.get("gap") else {})}
-
-
 def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[dict]:
     """'All samplers perform better with an increased number of samples' (MIDX 6.2.5): along `sweep.methods`,
     ordered by the swept setting, each point's metric OP the one before it, as compare claims of each step (cut
@@ -144,7 +139,7 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
     and makes the row partial. `ours` lists each point's value at its `x` (its first method's; test numbers at each
     run's best epoch). One row per dataset."""
     s, bare = c["sweep"], {k: v for k, v in c.items() if k not in ("sweep", "why_not", "caveat", "headline")}
-    side = {p if isinstance(p, str) else tuple(p): _point_side(p, s) for p in s["methods"]}
+    side = {p if isinstance(p, str) else tuple(p): point_side(p, s) for p in s["methods"]}
     names_of = {p: side_methods(v, exp) for p, v in side.items()}
     chain = [p for p in side if all(m in exp["methods"] for m in names_of[p])]
     if len(chain) < 2:
@@ -183,16 +178,6 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
 
 
 KINDS = {"compare": _compare_rows, "across": _across_rows, "sweep": _sweep_rows}
-
-
-def claim_sides(c: dict) -> list[dict]:
-    """The sides a claim compares: left and right, the gain's of an `across` claim, or a sweep's methods."""
-    if "sweep" in c:
-        points, metric = c["sweep"]["methods"], c["sweep"]["metric"]
-        methods, pairs = [p for p in points if isinstance(p, str)], [p for p in points if not isinstance(p, str)]
-        return ([{"methods": methods, "metric": metric}] if methods else []) + \
-            ([{"ratios": pairs, "metric": metric, "gap": bool(c["sweep"].get("gap"))}] if pairs else [])
-    return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
 
 
 def _metrics(c: dict) -> str:
