@@ -220,6 +220,21 @@ def test_yaml_syntax_error_names_file_and_line_without_traceback(tmp_path):
     assert f"{f}:" in r.stderr and "YAML syntax error" in r.stderr
 
 
+def test_a_key_twice_in_one_mapping_is_refused_with_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys and drops the first without a word (a second `why_not:` under one
+    claim replaced the first); keys a `<<: *anchor` merge brings in may still be overridden, at any depth."""
+    from xcbench.io import YAMLSyntaxError, read_yaml
+    f = tmp_path / "c.yaml"
+    f.write_text("claims:\n  - id: a\n    why_not: {quick: x}\n    text: t\n    why_not: {paper: y}\n")
+    with pytest.raises(YAMLSyntaxError, match=rf"{f}:5: key 'why_not' appears twice in one mapping \(first at line 3\)"):
+        read_yaml(f)
+    f.write_text("base: &b {lr: 1, m: 2}\nrun: {<<: *b, lr: 3}\nnested: {a: {x: 1, y: 2, x: 3}}\n")
+    with pytest.raises(YAMLSyntaxError, match="key 'x' appears twice"):
+        read_yaml(f)
+    f.write_text("base: &b {lr: 1, m: 2}\nrun: {<<: *b, lr: 3}\n")
+    assert read_yaml(f) == {"base": {"lr": 1, "m": 2}, "run": {"lr": 3, "m": 2}}
+
+
 def test_train_target_not_in_the_experiment_is_refused(tmp_path, tiny_xmc):
     import subprocess
     import sys
