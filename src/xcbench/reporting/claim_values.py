@@ -124,19 +124,24 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
     return min(diffs) > 0 and mean > 2 * se, how
 
 
-def describe(side: dict, exp: dict) -> str:
-    if "value" in side:
-        return f"{side['value']:g}"
+def side_label(side: dict, exp: dict) -> str:
+    """Who a side reads, as a claims row names it: a method's caption name, `min(...)` / `max(...)` of several, a
+    ratio `a / b` (`abs(a / b - 1)` with `gap`)."""
     def name(m: str) -> str:
         return caption_name(exp, m) if m in exp["methods"] else m
 
     ratio = "abs({} / {} - 1)" if side.get("gap") else "{} / {}"
     labels = ([ratio.format(name(a), name(b)) for a, b in side["ratios"]] if "ratios" in side
               else [name(m) for m in side_methods(side, exp)])
-    who = labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
+    return labels[0] if len(labels) == 1 and "tagged" not in side else f"{side.get('reduce', 'min')}({', '.join(labels)})"
+
+
+def describe(side: dict, exp: dict) -> str:
+    if "value" in side:
+        return f"{side['value']:g}"
     at = AT_EPOCH.fullmatch(side["metric"])
     metric = f"{at[1].removeprefix('curves.')} at epoch {at[2]}" if at else side["metric"]
-    return f"{who} {metric}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
+    return f"{side_label(side, exp)} {metric}" + (f" ({pretty(side['dataset'])})" if "dataset" in side else "")
 
 
 def one_epoch(c: dict, recs: list[dict], d: str, exp: dict) -> bool:

@@ -45,6 +45,7 @@ from xcbench.reporting.claim_values import (
     later_counterexample,
     one_epoch,
     point_side,
+    side_label,
     side_methods,
     side_value,
 )
@@ -147,8 +148,8 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
         check = f"{s['metric']} along {' → '.join(raw)}: each {s['op']} the one before"
         return [_row(c, d, "–", "not at this scale", scale, check) for d in exp["datasets"]]
     xs = [exp["methods"][names_of[p][0]].get("x") for p in chain]
-    names = [describe({**side[chain[0]], "metric": ""}, exp).strip()] + [
-        str(x) if None not in xs else describe({**side[p], "metric": ""}, exp).strip() for x, p in zip(xs[1:], chain[1:])]
+    names = [side_label(side[chain[0]], exp)] + [str(x) if None not in xs else side_label(side[p], exp)
+                                                 for x, p in zip(xs[1:], chain[1:])]
     check = f"{s['metric']} along {' → '.join(names)}: each {s['op']} the one before"
     rows = []
     for d in exp["datasets"]:
