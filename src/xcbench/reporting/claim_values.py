@@ -51,12 +51,9 @@ def point_side(p: str | list, sweep: dict) -> dict:
 
 
 def claim_sides(c: dict) -> list[dict]:
-    """The sides a claim compares: left and right, the gain's of an `across` claim, or a sweep's methods."""
+    """The sides a claim compares: left and right, the gain's of an `across` claim, or each point of a sweep."""
     if "sweep" in c:
-        points, metric = c["sweep"]["methods"], c["sweep"]["metric"]
-        methods, pairs = [p for p in points if isinstance(p, str)], [p for p in points if not isinstance(p, str)]
-        return ([{"methods": methods, "metric": metric}] if methods else []) + \
-            ([{"ratios": pairs, "metric": metric, "gap": bool(c["sweep"].get("gap"))}] if pairs else [])
+        return [point_side(p, c["sweep"]) for p in c["sweep"]["methods"]]
     return [c["left"], c["right"]] if "left" in c else [c["across"]["gain"]["left"], c["across"]["gain"]["right"]]
 
 

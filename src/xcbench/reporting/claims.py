@@ -153,7 +153,8 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
     check = f"{s['metric']} along {' → '.join(names)}: each {s['op']} the one before"
     rows = []
     for d in exp["datasets"]:
-        ran = [p for p in chain if all(any(r["dataset"] == d and r["method"] == m for r in recs) for m in names_of[p])]
+        have = {r["method"] for r in recs if r["dataset"] == d}
+        ran = [p for p in chain if set(names_of[p]) <= have]
         if len(ran) < 2:
             rows.append(_row(c, d, "–", "not run", scale, check))
             continue
@@ -164,8 +165,7 @@ def _sweep_rows(c: dict, exp: dict, recs: list[dict], scale: str, load) -> list[
             continue  # a method the artifact runs on other datasets only, as a compare claim's row
         heads = [r["verdict"].split(", partial: ")[0] for r in steps]
         gaps = [g for r in steps for g in r["verdict"].split(", partial: ")[1:]]
-        unran = [m for p in chain if p not in ran for m in names_of[p]
-                 if not any(r["dataset"] == d and r["method"] == m for r in recs)]
+        unran = [m for p in chain if p not in ran for m in names_of[p] if m not in have]
         gaps = list(dict.fromkeys(([f"no run of {', '.join(unran)}"] if unran else []) + gaps))
         verdict = ("not held" if any(h.startswith("not held") for h in heads) else
                    "held" if all(h == "held" for h in heads) else next(h for h in heads if h != "held"))
