@@ -266,6 +266,41 @@ def test_midx_exact_decomposition_equals_softmax_and_midx_draws_only_nonempty_ce
     assert (pq.count[pq.a[ids] * 6 + pq.b[ids]] > 0).all()
 
 
+@pytest.mark.parametrize("name", ["midx_pq", "midx_rq", "midx_learn_pq", "midx_learn_rq"])
+def test_midx_staged_draws_follow_the_same_proposal_as_the_cells(name):
+    """`draw: stages` (codeword k, then l given k, then a class in the cell) is Theorem 2's proposal: its log q
+    equals brute force and the `cells` form's on the same index, two queries' draws follow it (chi-square per
+    query, cells of unequal sizes and empty ones: K = 6 over 40 classes), only non-empty cells are drawn, and
+    `sample_with`'s log q are `sample`'s draws and `log_prob`'s, bit for bit."""
+    ref, kw = REFERENCES[name]
+    kw = {**kw, "K": 6}
+    g = torch.Generator().manual_seed(5)
+    E, h = torch.randn(N, D, generator=g), torch.randn(2, D, generator=g) * 2
+    cells = SAMPLERS.get(name)(N, **kw)
+    cells.update(E, torch.Generator().manual_seed(6))
+    s = SAMPLERS.get(name)(N, **kw, draw="stages")
+    s.update(E, torch.Generator().manual_seed(6))
+    assert torch.equal(s.a, cells.a) and torch.equal(s.b, cells.b) and (s.count == 0).any()
+    every = torch.arange(N).expand(2, -1)
+    q = s.log_prob(h, every).double().exp()
+    assert torch.allclose(q, ref(s, h, E, None), atol=1e-5)
+    assert torch.allclose(s.log_prob(h, every), cells.log_prob(h, every), atol=1e-5)
+    ids, log_q = s.sample(h, 100_000, torch.Generator().manual_seed(7))
+    assert torch.equal(log_q, s.log_prob(h, ids)) and (s.count[s.a[ids] * s.K + s.b[ids]] > 0).all()
+    for row in range(2):
+        counts = torch.bincount(ids[row], minlength=N).double()
+        support = q[row] > 1e-12
+        assert counts[~support].sum() == 0
+        want = q[row][support] / q[row][support].sum() * 100_000
+        assert chisquare(counts[support].numpy(), want.numpy()).pvalue > 1e-3
+    t = torch.randint(0, N, (2, 1), generator=g)
+    ids2, log_q2, log_q_t = s.sample_with(h, 7, torch.Generator().manual_seed(8), t)
+    ids1, log_q1 = s.sample(h, 7, torch.Generator().manual_seed(8))
+    assert torch.equal(ids2, ids1) and torch.equal(log_q2, log_q1) and torch.equal(log_q_t, s.log_prob(h, t))
+    with pytest.raises(ValueError, match="draw = 'stage'.*cells"):
+        SAMPLERS.get(name)(N, draw="stage")
+
+
 def test_midx_codebooks_warm_start_and_survive_a_checkpoint():
     g = torch.Generator().manual_seed(12)
     E = torch.randn(200, 6, generator=g)

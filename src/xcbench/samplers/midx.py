@@ -9,8 +9,15 @@ head's logit scale, o_i = tau h.c_i):
   s_{k,l}(h) = tau (h_1.u_k + h_2.v_l)   (pq)        s_{k,l}(h) = tau (h.u_k + h.v_l)   (rq)
 MIDX (Theorem 2) draws a cell, then a class uniformly inside it:
   q(i | h) = exp(s_{a_i b_i}) / sum_{k,l} |Omega_{k,l}| exp(s_{k,l})
-(one draw: cell from softmax_{k,l}(s_{k,l} + log |Omega_{k,l}|), empty cells never drawn; drawing
-the flattened K^2 cells is the same distribution as the paper's codeword-1-then-codeword-2 stages).
+Two ways to draw from it, the same distribution (`draw`; tests compare both with brute force):
+  `cells` (default): a cell from softmax_{k,l}(s_{k,l} + log |Omega_{k,l}|) over the flattened K^2 cells
+    (empty cells never drawn): B K^2 exponentials, softmax and cumulative sums a step;
+  `stages` (the paper's codeword 1, then codeword 2): with e1 = exp(s1), e2 = exp(s2) (B, K) and the
+    cell sizes N (K, K), P(k) ∝ e1_k (e2 N^T)_k, P(l | k) ∝ N_{k,l} e2_l; log q(i) = s1_{a_i} +
+    s2_{b_i} - log sum_k e1_k (e2 N^T)_k: one (B, K) x (K, K) product and B m K weights, where `cells`
+    touches B K^2 weights five times (at K = 128 > sqrt(n) on PTB that cost more than the full softmax's
+    logits). Same distribution, other random numbers: a run's draws depend on the choice.
+Either way the class is then drawn uniformly inside its cell.
 `midx_exact` (Theorem 1) keeps the residual r_i = c_i - (quantized c_i) in the last stage:
   P(k, l) ∝ exp(s_{k,l}) psi_{k,l},  psi_{k,l} = sum_{i in Omega_{k,l}} exp(tau h.r_i),
   P(i | k, l) = exp(tau h.r_i) / psi_{k,l}     =>  q(i | h) = softmax(tau h.c)_i exactly (O(n d)).
@@ -34,14 +41,20 @@ from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
 from xcbench.seed import multinomial, rand
 
+DRAWS = {"cells": "_sample_cells", "stages": "_sample_stages"}  # `draw` -> the method drawing (ids, log q[, log q_t])
+
 
 class MIDX(Sampler):
     needs_index = True
     shaped = ("U", "V")  # buffers sized at the first index build (taken from a checkpoint's shapes)
 
     def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100,
-                 points_per_codeword: int = 256) -> None:
+                 points_per_codeword: int = 256, draw: str = "cells") -> None:
         super().__init__(n_classes)
+        if draw not in DRAWS:
+            raise ValueError(f"MIDX sampler_params.draw = {draw!r}: write one of {sorted(DRAWS)} "
+                             "(the same proposal; `stages` draws codeword 1, then codeword 2, cheaper when K^2 is large)")
+        self.draw = draw
         self.K, self.tau, self.max_iter = min(K, n_classes), tau, max_iter
         self.fit_points = points_per_codeword * self.K  # Lloyd iterations on at most this many classes
         self.register_buffer("U", torch.zeros(0))   # (K, d1) first codebook
@@ -104,25 +117,56 @@ class MIDX(Sampler):
     def _cell_logits(self, h):
         return self.cell_scores(h) + self.count.to(self.U.dtype).log().unsqueeze(0)           # -inf: empty
 
-    def _draw(self, L: torch.Tensor, m: int, gen) -> tuple[torch.Tensor, torch.Tensor]:
-        """m cells per query from softmax(L), then a class uniformly within each: (ids, log q), (B, m)."""
-        cells = multinomial(torch.softmax(L, 1), m, gen)                                     # (B, m)
-        u = rand(cells.shape, gen, L.device)
-        ids = self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
-        return ids, self._log_q(L, cells)
+    def _in_cells(self, cells: torch.Tensor, gen) -> torch.Tensor:
+        """A class uniformly inside each drawn cell (B, m)."""
+        u = rand(cells.shape, gen, cells.device)
+        return self.order[self.start[cells] + (u * self.count[cells]).long().clamp(max=self.count[cells] - 1)]
 
-    def sample(self, h, m, gen):
-        return self._draw(self._cell_logits(h), m, gen)
-
-    def sample_with(self, h, m, gen, targets):
+    def _sample_cells(self, h, m, gen, targets=None):
+        """m cells per query from softmax(L) over the K^2 cells, then a class in each: (ids, log q[, log q_t])."""
         L = self._cell_logits(h)                                                               # (B, K^2), once
-        return (*self._draw(L, m, gen), self._log_q(L, self.a[targets] * self.K + self.b[targets]))
+        cells = multinomial(torch.softmax(L, 1), m, gen)                                     # (B, m)
+        out = (self._in_cells(cells, gen), self._log_q(L, cells))
+        return out if targets is None else out + (self._log_q(L, self.a[targets] * self.K + self.b[targets]),)
 
     def _log_q(self, L: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
         """log q(i) = s_cell - log Z = L_cell - log |cell| - logsumexp(L), from the cell logits L."""
         return (L.gather(1, cells) - self.count[cells].to(L.dtype).log() - torch.logsumexp(L, 1, keepdim=True)).float()
 
+    def _stages(self, h):
+        """(s1, s2, e2, P(k) unnormalised, log Z) of the staged draw (module docstring), each (B, K) but log Z (B, 1)."""
+        U, V = self.U.detach(), self.V.detach()
+        h1, h2 = self.split(h.detach().to(U.dtype))
+        s1, s2 = self.tau * (h1 @ U.T), self.tau * (h2 @ V.T)                                  # (B, K) each
+        m1, m2 = s1.amax(1, keepdim=True), s2.amax(1, keepdim=True)
+        e2 = (s2 - m2).exp()
+        p1 = (s1 - m1).exp() * (e2 @ self._sizes(e2.dtype).T)                                 # (B, K)
+        return s1, s2, e2, p1, p1.sum(1, keepdim=True).log() + m1 + m2
+
+    def _sizes(self, dtype) -> torch.Tensor:
+        return self.count.view(self.K, self.K).to(dtype)                                      # (K, K) |Omega_{k,l}|
+
+    def _sample_stages(self, h, m, gen, targets=None):
+        """Codeword k from P(k), codeword l from P(l | k), a class in cell (k, l): (ids, log q[, log q_t])."""
+        s1, s2, e2, p1, log_Z = self._stages(h)
+        k = multinomial(p1, m, gen)                                                           # (B, m)
+        cdf = (self._sizes(e2.dtype)[k] * e2.unsqueeze(1)).cumsum(2)                          # (B, m, K) of P(l | k)
+        u = rand(k.shape + (1,), gen, cdf.device).to(cdf.dtype) * cdf[..., -1:]              # < cdf's last (u < 1)
+        l = torch.searchsorted(cdf, u, right=True).squeeze(2)  # (B, m): first l with cdf_l > u, never an empty cell
+        log_q = lambda a, b: (s1.gather(1, a) + s2.gather(1, b) - log_Z).float()            # noqa: E731
+        out = (self._in_cells(k * self.K + l, gen), log_q(k, l))
+        return out if targets is None else out + (log_q(self.a[targets], self.b[targets]),)
+
+    def sample(self, h, m, gen):
+        return getattr(self, DRAWS[self.draw])(h, m, gen)
+
+    def sample_with(self, h, m, gen, targets):
+        return getattr(self, DRAWS[self.draw])(h, m, gen, targets)
+
     def log_prob(self, h, ids):
+        if self.draw == "stages":
+            s1, s2, _, _, log_Z = self._stages(h)
+            return (s1.gather(1, self.a[ids]) + s2.gather(1, self.b[ids]) - log_Z).float()
         return self._log_q(self._cell_logits(h), self.a[ids] * self.K + self.b[ids])
 
 

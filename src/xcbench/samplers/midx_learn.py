@@ -41,8 +41,8 @@ class Learnable(MIDX):
     shaped = ("U", "V", *MOMENTS)
 
     def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100, chunk: int = 2048,
-                 queries: int = 256, kl_weight: float = 1.0, codeword_lr: float = 1e-3) -> None:
-        super().__init__(n_classes, K, tau, max_iter)
+                 queries: int = 256, kl_weight: float = 1.0, codeword_lr: float = 1e-3, draw: str = "cells") -> None:
+        super().__init__(n_classes, K, tau, max_iter, draw=draw)
         self.chunk, self.queries, self.kl_weight, self.lr = min(chunk, n_classes), queries, kl_weight, codeword_lr
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # aux steps taken: chunk offset, Adam's t
         for k in MOMENTS:
