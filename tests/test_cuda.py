@@ -27,9 +27,19 @@ N, D, CUDA = 40, 6, torch.device("cpu" if STANDIN else "cuda")
 DEVICES = {"cpu": torch.device("cpu"), "cuda": CUDA}  # keys name the sides; CUDA is the only device handle
 
 
-def _built(name: str, device: torch.device):
-    """A sampler of `name` set up and indexed from the same CPU-drawn inputs and CPU generator, on `device`."""
-    _, kw = REFERENCES[name]
+# every sampler with its test parameters, and MIDX's staged draw (`draw: stages`) as `<name>+stages`
+CASES = SAMPLERS.names() + ["midx_pq+stages", "midx_learn_rq+stages"]
+
+
+def _case(case: str) -> tuple[str, dict]:
+    """(sampler name, its test parameters) of a case of CASES."""
+    name, _, draw = case.partition("+")
+    return name, {**REFERENCES[name][1], **({"draw": draw} if draw else {})}
+
+
+def _built(case: str, device: torch.device):
+    """A sampler of `case` set up and indexed from the same CPU-drawn inputs and CPU generator, on `device`."""
+    name, kw = _case(case)
     g = torch.Generator().manual_seed(7)
     counts, E = torch.randint(0, 50, (N,), generator=g), torch.randn(N, D, generator=g)
     s = SAMPLERS.get(name)(N, **kw).to(device)
@@ -38,7 +48,7 @@ def _built(name: str, device: torch.device):
     return s, E, counts
 
 
-@pytest.mark.parametrize("name", SAMPLERS.names())
+@pytest.mark.parametrize("name", CASES)
 def test_log_prob_on_cuda_equals_cpu_and_brute_force(name):
     h = torch.randn(3, D, generator=torch.Generator().manual_seed(1)) * 2
     ids = torch.arange(N).expand(3, -1)
@@ -46,11 +56,11 @@ def test_log_prob_on_cuda_equals_cpu_and_brute_force(name):
     gpu, _, _ = _built(name, CUDA)
     lp_cpu, lp_gpu = cpu.log_prob(h, ids), gpu.log_prob(h.to(CUDA), ids.to(CUDA)).cpu()
     assert torch.allclose(lp_gpu.exp(), lp_cpu.exp(), atol=1e-5), name
-    ref, _ = REFERENCES[name]  # the CPU sampler's state (plain tensor attributes stay where they were built)
+    ref, _ = REFERENCES[_case(name)[0]]  # the CPU sampler's state (plain tensor attributes stay where they were built)
     assert torch.allclose(lp_gpu.double().exp(), ref(cpu, h, E, counts), atol=1e-4), name
 
 
-@pytest.mark.parametrize("name", SAMPLERS.names())
+@pytest.mark.parametrize("name", CASES)
 def test_cuda_draws_lie_on_cuda_match_their_log_prob_and_are_the_cpus(name):
     s, _, _ = _built(name, CUDA)
     h = torch.randn(2, D, generator=torch.Generator().manual_seed(1)).to(CUDA)
@@ -175,7 +185,7 @@ def test_a_sampled_run_with_dropout_gives_the_cpus_metrics_on_cuda(tiny_xmc, tin
 
 # `train.draws: device` (seed.py): the loss generator on the GPU, draws made there.
 
-@pytest.mark.parametrize("name", SAMPLERS.names())
+@pytest.mark.parametrize("name", CASES)
 def test_device_draws_follow_log_prob(name):
     """A generator on the device draws other classes than the CPU's, from the same distribution: the counts of
     100,000 draws against the exact q (chi-square); a sampler that drew on the host or ignored the device
@@ -196,7 +206,7 @@ def test_device_draws_follow_log_prob(name):
     assert chisquare(counts.numpy(), expected.numpy() * counts.sum().item() / expected.sum().item()).pvalue > 1e-3
 
 
-SYNC_FREE = ["uniform", "unigram", "lsh", "quadratic_exact", "midx_pq", "midx_rq"]  # MIDX Table 4's, RFF's aside
+SYNC_FREE = ["uniform", "unigram", "lsh", "quadratic_exact", "midx_pq", "midx_rq", "midx_rq+stages"]  # MIDX Table 4's, RFF's aside
 
 
 @pytest.mark.skipif(STANDIN, reason="host synchronisations exist on CUDA only")
@@ -210,8 +220,10 @@ def test_a_sampled_step_with_device_draws_never_waits_for_the_gpu(sampler):
     from xcbench.seed import torch_generator
 
     n, d, B = 500, 16, 32
-    head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler=sampler, m=20,
-                                        sampler_params={"K": 4} if sampler.startswith("midx") else {}).to(CUDA)
+    name, _, draw = sampler.partition("+")
+    params = {"K": 4, **({"draw": draw} if draw else {})} if name.startswith("midx") else {}
+    head = HEADS.get("sampled_softmax")(d, n, torch.Generator().manual_seed(0), sampler=name, m=20,
+                                        sampler_params=params).to(CUDA)
     head.setup({"label_counts": torch.randint(0, 50, (n,), generator=torch.Generator().manual_seed(1))})
     head.on_epoch_start(0, torch.Generator().manual_seed(2))
     opt = torch.optim.Adam(head.parameters(), lr=1e-3)
