@@ -16,28 +16,24 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from common import timed, write_outputs  # noqa: E402
+
 FULL = '  full: {label: "Full (Table 4)", head: normalized_softmax, params: {normalize: false, init_std: 0.01}}'
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def timed(f, repeats: int) -> float:
-    f()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
+def ms(f, repeats: int) -> float:
+    """Median ms of `repeats` calls after a warm-up call (benchmarks/common.timed, on the CPU)."""
+    return 1e3 * timed(f, repeats, sync=lambda: None, warmup=1)
 
 
 def draws(a) -> None:
@@ -59,9 +55,9 @@ def draws(a) -> None:
                 s[form].update(c, torch.Generator().manual_seed(1))                    # the same k-means index
             ids = torch.randint(0, n, (B, 50), generator=g)
             diff = (s["cells"].log_prob(h, ids) - s["stages"].log_prob(h, ids)).abs().max().item()
-            best = {f: min(timed(lambda: s[f].sample_with(h, m, torch.Generator().manual_seed(2), t), a.repeats)
+            best = {f: min(ms(lambda: s[f].sample_with(h, m, torch.Generator().manual_seed(2), t), a.repeats)
                            for _ in range(a.rounds)) for f in s}
-            full = min(timed(lambda: torch.logsumexp(h @ W.T, 1), a.repeats) for _ in range(a.rounds))
+            full = min(ms(lambda: torch.logsumexp(h @ W.T, 1), a.repeats) for _ in range(a.rounds))
             rows.append({"sampler": name, "K": K, "cells_ms": best["cells"], "stages_ms": best["stages"],
                          "full_logits_ms": full, "max_abs_log_q_diff": diff})
             print(json.dumps(rows[-1]), flush=True)
@@ -74,9 +70,7 @@ def draws(a) -> None:
     for r in rows:
         lines.append(f"| {r['sampler']} | {r['K']} | {r['K'] ** 2 / n:.2f} | {r['cells_ms']:.1f} | {r['stages_ms']:.1f} | "
                      f"{r['cells_ms'] / r['stages_ms']:.2f}x | {r['full_logits_ms']:.1f} | {r['max_abs_log_q_diff']:.1e} |")
-    OUT.mkdir(exist_ok=True)
-    (OUT / "draws.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (OUT / "draws.md").write_text("\n".join(lines) + "\n")
+    write_outputs("draws", rows, "\n".join(lines), OUT)
     print("\n".join(lines))
 
 
