@@ -153,9 +153,12 @@ class MIDX(Sampler):
         cdf = (self._sizes(e2.dtype)[k] * e2.unsqueeze(1)).cumsum(2)                          # (B, m, K) of P(l | k)
         u = rand(k.shape + (1,), gen, cdf.device).to(cdf.dtype) * cdf[..., -1:]              # < cdf's last (u < 1)
         l = torch.searchsorted(cdf, u, right=True).squeeze(2)  # (B, m): first l with cdf_l > u, never an empty cell
-        log_q = lambda a, b: (s1.gather(1, a) + s2.gather(1, b) - log_Z).float()            # noqa: E731
-        out = (self._in_cells(k * self.K + l, gen), log_q(k, l))
-        return out if targets is None else out + (log_q(self.a[targets], self.b[targets]),)
+        out = (self._in_cells(k * self.K + l, gen), self._staged_log_q(s1, s2, log_Z, k, l))
+        return out if targets is None else out + (self._staged_log_q(s1, s2, log_Z, self.a[targets], self.b[targets]),)
+
+    @staticmethod
+    def _staged_log_q(s1, s2, log_Z, a, b) -> torch.Tensor:  # log q(i) = s1_{a_i} + s2_{b_i} - log Z  (B, m)
+        return (s1.gather(1, a) + s2.gather(1, b) - log_Z).float()
 
     def sample(self, h, m, gen):
         return getattr(self, DRAWS[self.draw])(h, m, gen)
@@ -166,7 +169,7 @@ class MIDX(Sampler):
     def log_prob(self, h, ids):
         if self.draw == "stages":
             s1, s2, _, _, log_Z = self._stages(h)
-            return (s1.gather(1, self.a[ids]) + s2.gather(1, self.b[ids]) - log_Z).float()
+            return self._staged_log_q(s1, s2, log_Z, self.a[ids], self.b[ids])
         return self._log_q(self._cell_logits(h), self.a[ids] * self.K + self.b[ids])
 
 
@@ -224,6 +227,9 @@ class MIDXResidual(ResidualQuantized, MIDX):
 @SAMPLERS.register("midx_exact")
 class MIDXExact(ProductQuantized, MIDX):
     """Theorem 1 on the product-quantized index: the three stages multiply to softmax(tau h.c)."""
+
+    def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100, points_per_codeword: int = 256):
+        super().__init__(n_classes, K, tau, max_iter, points_per_codeword)  # draws by its own stages: no `draw`
 
     def stages(self, h: torch.Tensor) -> torch.Tensor:
         """log P(cell of i) + log P(i | cell) for every class: (B, n), computed stage by stage."""
