@@ -41,7 +41,7 @@ from xcbench.registry import SAMPLERS
 from xcbench.samplers.base import Sampler
 from xcbench.seed import multinomial, rand
 
-DRAWS = {"cells": "_sample_cells", "stages": "_sample_stages"}  # `draw` -> the method drawing (ids, log q[, log q_t])
+DRAWS = ("cells", "stages")  # `draw`: MIDX._sample_<draw> and MIDX._log_prob_<draw> implement it
 
 
 class MIDX(Sampler):
@@ -160,17 +160,21 @@ class MIDX(Sampler):
     def _staged_log_q(s1, s2, log_Z, a, b) -> torch.Tensor:  # log q(i) = s1_{a_i} + s2_{b_i} - log Z  (B, m)
         return (s1.gather(1, a) + s2.gather(1, b) - log_Z).float()
 
+    def _log_prob_cells(self, h, ids):
+        return self._log_q(self._cell_logits(h), self.a[ids] * self.K + self.b[ids])
+
+    def _log_prob_stages(self, h, ids):
+        s1, s2, _, _, log_Z = self._stages(h)
+        return self._staged_log_q(s1, s2, log_Z, self.a[ids], self.b[ids])
+
     def sample(self, h, m, gen):
-        return getattr(self, DRAWS[self.draw])(h, m, gen)
+        return getattr(self, f"_sample_{self.draw}")(h, m, gen)
 
     def sample_with(self, h, m, gen, targets):
-        return getattr(self, DRAWS[self.draw])(h, m, gen, targets)
+        return getattr(self, f"_sample_{self.draw}")(h, m, gen, targets)
 
     def log_prob(self, h, ids):
-        if self.draw == "stages":
-            s1, s2, _, _, log_Z = self._stages(h)
-            return self._staged_log_q(s1, s2, log_Z, self.a[ids], self.b[ids])
-        return self._log_q(self._cell_logits(h), self.a[ids] * self.K + self.b[ids])
+        return getattr(self, f"_log_prob_{self.draw}")(h, ids)
 
 
 class ProductQuantized:
