@@ -1,5 +1,5 @@
 """One run's training step in the forms the package has computed it in: is the registered form as fast as it
-should be, and does it give the kept runs' weights bit for bit? The forms differ in two places:
+should be, and does it give the kept runs' weights bit for bit? The forms differ in four places:
 
   clip       global-norm clipping, ||g||_2^2 = sum over the gradients of their float64 sums of squares
              (optim/weights.clip_grad_norm): `two buffers` g.double().square().sum(), a float64 copy and a
@@ -14,16 +14,25 @@ should be, and does it give the kept runs' weights bit for bit? The forms differ
              `at once` one (B, k, D) gather and one bmm up to 256 MiB (the kept runs up to 2026-12-04); `in chunks`
              GATHER_BYTES of queries at a time (registered on the CPU: chunks of two queries or more round as the one
              product does)
+  nu lme     the SCENT family's head (heads/minmin.py) needs logmeanexp_j R_ij over the (B, B) in-batch logits for
+             its first visits and its nu lag: `twice` the head's and the dual rule's own (the kept runs up to
+             2026-12-04); `once` the head hands its lme to DualRule.update (registered: the same function of the same
+             tensor, so the same bits)
 
 It times the clip alone on one step's gradients, then whole training steps (loss, backward, clip, optimizer)
 of every form in turn on the same batches; `identical`: the weights after the timed steps equal the kept
 form's bit for bit. PTB's LSTM language models clip at 0.25 every step, their two (10^4, 200) tables make the
-float64 passes large beside a 2-layer LSTM of width 200, and Sphere scores 700 queries against 10^4 classes:
+float64 passes large beside a 2-layer LSTM of width 200, and Sphere scores 700 queries against 10^4 classes
+(a run without grad_clip, as SCENT's, has no `clip alone` rows; `--name` keeps each study's table apart):
 
     python benchmarks/step_forms.py --experiment config/experiments/midx/fig7a.yaml --scale paper --dataset ptb \\
         --processed data/processed/ptb/dataset.npz --methods uniform_m5 rq_m50 sphere_m5 --threads 1
 
-Writes benchmarks/out/step_forms.{json,md}.
+    python benchmarks/step_forms.py --experiment config/experiments/scent/table_final.yaml --scale paper \\
+        --dataset synthetic-faces-360k --processed data/processed/synthetic-faces-360k/dataset.npz \\
+        --methods scent sox sgd umax softplus --visits 3 --name step_forms_scent
+
+Writes benchmarks/out/<name>.{json,md} (default step_forms).
 """
 
 from __future__ import annotations
@@ -61,10 +70,11 @@ def clips() -> dict:
             "torch": lambda ps, c: torch.nn.utils.clip_grad_norm_(list(ps), c, foreach=True)}
 
 
-# form: (clip, target q, gather); the first is what the kept runs were trained with, the last but one is registered
-FORMS = {"kept": ("two buffers", "twice", "at once"), "clip in place": ("in place", "twice", "at once"),
-         "target q once": ("in place", "once", "at once"), "registered": ("in place", "once", "in chunks"),
-         "torch clip": ("torch", "once", "in chunks")}
+# form: (clip, target q, gather, nu lme); the first is what the kept runs were trained with, the last but one is
+# registered
+FORMS = {"kept": ("two buffers", "twice", "at once", "twice"), "clip in place": ("in place", "twice", "at once", "twice"),
+         "target q once": ("in place", "once", "at once", "twice"),
+         "registered": ("in place", "once", "in chunks", "once"), "torch clip": ("torch", "once", "in chunks", "once")}
 REGISTERED = "registered"
 
 
@@ -100,6 +110,37 @@ def score_twice(model) -> None:
         sampler.sample_with = types.MethodType(Sampler.sample_with, sampler)
 
 
+def lme_twice(model) -> None:
+    """The head's dual rule computes its own logmeanexp, ignoring the one the head hands it (the kept form)."""
+    rule = getattr(model.head, "rule", None)
+    if rule is not None:
+        update = rule.update
+        rule.update = lambda nu, R, mask, lme=None: update(nu, R, mask)
+
+
+def lme_alone(model, batch, rounds: int) -> dict[str, float]:
+    """Fewest seconds (of `rounds`: the cost without the machine's other load) of the head's loss and backward
+    with the dual rule's lme computed twice (kept) and once, in turn on one model and one batch (the forms' own
+    models differ in where their weights lie in memory, up to 30% apart in step time whatever their form)."""
+    from xcbench.seed import torch_generator
+
+    rule, update = model.head.rule, model.head.rule.update
+    buffers = [(b, b.clone()) for b in model.buffers()]  # nu and its first-visit flags, restored for the timed steps
+    forms = {"twice": lambda nu, R, mask, lme=None: update(nu, R, mask), "once": update}
+    times = {f: [] for f in forms}
+    for r in range(rounds + 2):
+        for f, form in list(forms.items())[:: 1 - 2 * (r % 2)]:  # each form first in every other round
+            rule.update = form
+            t0 = time.perf_counter()
+            model.loss(*batch, torch_generator(0, "loss")).backward()
+            times[f].append(time.perf_counter() - t0)
+            model.zero_grad(set_to_none=True)
+    rule.update = update
+    for b, saved in buffers:
+        b.copy_(saved)
+    return {f: min(ts[2:]) for f, ts in times.items()}
+
+
 def clip_alone(model, batch, c: float, rounds: int) -> dict[str, float]:
     """Median seconds of each clip on the gradients of one backward (fresh copies each call)."""
     from xcbench.seed import torch_generator
@@ -128,18 +169,27 @@ def measure(a) -> list[dict]:
     out = []
     for method in a.methods or list(exp["methods"]):
         runs = {}
-        for form, (clip, target_q, gather) in FORMS.items():
+        for form, (clip, target_q, gather, lme) in FORMS.items():
             head, cfg, model, opt = build(exp, task, a.dataset, method, device)
             model.head.on_epoch_start(0, torch_generator(0, "index"))
             if target_q == "twice":
                 score_twice(model)
+            if lme == "twice":
+                lme_twice(model)
             runs[form] = (model, opt, torch_generator(0, "loss"), cfg, step_with(clips()[clip], gathers()[gather]))
         batches = list(itertools.islice(task.train_batches(int(cfg["batch_size"]), torch_generator(0, "batches")),
                                         a.rounds + 2))
+        batches = (batches[: -(-len(batches) // a.visits)] * a.visits)[: len(batches)]  # each seen `visits` times
         case = f"{exp['paper']}/{exp['artifact']} {a.dataset} {method}"
-        alone = clip_alone(runs[REGISTERED][0], batches[0], float(cfg.get("grad_clip") or 0.25), a.rounds)
-        out += [{"part": "clip alone", "case": f"{case} ({alone['mib']:.0f} MiB of gradients)", "form": f"clip {f}",
-                 "ms": 1e3 * alone[f], "x kept": alone[f] / alone["two buffers"], "identical": None} for f in clips()]
+        if cfg.get("grad_clip"):
+            alone = clip_alone(runs[REGISTERED][0], batches[0], float(cfg["grad_clip"]), a.rounds)
+            out += [{"part": "clip alone", "case": f"{case} ({alone['mib']:.0f} MiB of gradients)", "form": f"clip {f}",
+                     "ms": 1e3 * alone[f], "x kept": alone[f] / alone["two buffers"], "identical": None}
+                    for f in clips()]
+        if getattr(runs[REGISTERED][0].head, "rule", None) is not None and runs[REGISTERED][0].head.rule.uses_nu:
+            alone = lme_alone(runs[REGISTERED][0], batches[0], a.rounds)
+            out += [{"part": "head loss and backward", "case": case, "form": f"nu lme {f}", "ms": 1e3 * alone[f],
+                     "x kept": alone[f] / alone["twice"], "identical": None} for f in alone]
         times = steps_in_turn(runs, batches)
         ref = statistics.median(times["kept"])
         out += [{"part": "train step", "case": f"{case} (clip {cfg.get('grad_clip')}, correct: "
@@ -156,7 +206,10 @@ def main() -> None:
     p.add_argument("--features"), p.add_argument("--methods", nargs="*")
     p.add_argument("--rounds", type=int, default=20), p.add_argument("--threads", type=int, default=1)
     p.add_argument("--note", default="", help="what else ran on the machine")
-    p.add_argument("--out-dir", default=OUT)
+    p.add_argument("--visits", type=int, default=1, help="the steps cycle over 1/visits of the batches: per-example "
+                   "state (SCENT's nu, set at a first visit) is then updated and read back; 3 visits reach the nu a rule "
+                   "whose loss reads the nu before its update wrote")
+    p.add_argument("--out-dir", default=OUT), p.add_argument("--name", default="step_forms")
     a = p.parse_args()
     configure_process(a.threads)  # torch's threads and the allocator as `xcbench train` sets them
     rows = measure(a)
@@ -165,12 +218,12 @@ def main() -> None:
           "| part | case | form | ms | x kept | identical to kept |", "|---|---|---|---|---|---|"]
     md += [f"| {r['part']} | {r['case']} | {r['form']} | {r['ms']:.1f} | {r['x kept']:.2f} | "
            f"{'-' if r['identical'] is None else r['identical']} |" for r in rows]
-    forms = "; ".join(f"{f}: clip {c}, target q {q}, gather {g}" for f, (c, q, g) in FORMS.items())
+    forms = "; ".join(f"{f}: clip {c}, target q {q}, gather {g}, nu lme {n}" for f, (c, q, g, n) in FORMS.items())
     md += ["", f"Forms ({forms}): benchmarks/step_forms.py's docstring. Median of {a.rounds} rounds after two warm-up "
            "rounds; in each round every form runs in turn (the same load for all). identical: every weight after the "
            "timed steps equals the kept form's (the kept runs were trained with it), bit for bit; torch's float32 "
            f"clip rounds differently. {a.note}"]
-    for path in write_outputs("step_forms", {"where": where, "note": a.note, "forms": FORMS, "rows": rows},
+    for path in write_outputs(a.name, {"where": where, "note": a.note, "forms": FORMS, "rows": rows},
                               "\n".join(md), a.out_dir):
         print("wrote", path)
 

@@ -70,6 +70,19 @@ def test_no_inf_or_nan_at_extremes(rule, r_val, nu_val):
     assert torch.isfinite(r.loss(R, mask, new)).all()
 
 
+@pytest.mark.parametrize("rule", ["scent", "sox", "sgd_dual", "umax", "asgd_softplus"])
+def test_update_reads_the_lme_it_is_handed_as_the_one_it_would_compute(rule):
+    """The head hands each rule logmeanexp(R, mask) (one masked log-sum-exp a step): the same bits as the rule's own;
+    a rule that uses lme moves with the lme handed to it."""
+    R, mask = _R(3)
+    nu = torch.linspace(-1.0, 2.0, R.shape[0], dtype=torch.float64)
+    r = DUALS.get(rule)()
+    lme = logmeanexp(R, mask)
+    assert torch.equal(r.update(nu, R, mask, lme), r.update(nu, R, mask))
+    if rule != "asgd_softplus":  # its step has no log-mean-exp
+        assert not torch.equal(r.update(nu, R, mask, lme + 0.5), r.update(nu, R, mask))
+
+
 def test_sox_is_a_moving_average_and_scent_with_a_coupled_step():
     R, mask = _R(2)
     nu = torch.linspace(-2, 2, R.shape[0], dtype=torch.float64)

@@ -80,8 +80,8 @@ class MinMinCE(Head):
         if self.rule.uses_nu:
             with torch.no_grad():
                 old = self.nu[idx]                                                             # (B,)
-                new = self.rule.update(old, R.detach(), mask)
                 lme = logmeanexp(R.detach(), mask)                                             # (B,)
+                new = self.rule.update(old, R.detach(), mask, lme)
                 if self.first_visit:
                     first = ~self.seen[idx]
                     new, old = torch.where(first, lme, new), torch.where(first, lme, old)

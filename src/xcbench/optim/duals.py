@@ -61,7 +61,13 @@ class DualRule:
     def set_progress(self, epoch: int, epochs: int) -> None:
         """Called at the start of epoch t = 1..T (per-epoch schedules)."""
 
-    def update(self, nu: torch.Tensor, R: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def update(self, nu: torch.Tensor, R: torch.Tensor, mask: torch.Tensor,
+               lme: torch.Tensor | None = None) -> torch.Tensor:
+        """nu_i after this batch (B,); `lme` = logmeanexp(R, mask) where the caller has it (the head does:
+        one masked log-sum-exp over the (B, B) logits a step, not two)."""
+        return self.move(nu, R, mask, logmeanexp(R, mask) if lme is None else lme)
+
+    def move(self, nu: torch.Tensor, R: torch.Tensor, mask: torch.Tensor, lme: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def loss(self, R: torch.Tensor, mask: torch.Tensor, nu: torch.Tensor) -> torch.Tensor:
@@ -75,8 +81,8 @@ class SCENT(DualRule):
     def __init__(self, alpha: float = 1.0) -> None:
         self.log_alpha = math.log(alpha)
 
-    def update(self, nu, R, mask):
-        return scent_step(nu, logmeanexp(R, mask), self.log_alpha)
+    def move(self, nu, R, mask, lme):
+        return scent_step(nu, lme, self.log_alpha)
 
 
 @DUALS.register("sox")
@@ -93,9 +99,9 @@ class SOX(DualRule):
         if self.schedule == "cosine":
             self.gamma = self.gamma_end + (self.gamma_start - self.gamma_end) * cosine_factor(epoch, epochs)
 
-    def update(self, nu, R, mask):
+    def move(self, nu, R, mask, lme):
         stay = math.log1p(-self.gamma) if self.gamma < 1.0 else -math.inf
-        return torch.logaddexp(nu + stay, logmeanexp(R, mask) + math.log(self.gamma))
+        return torch.logaddexp(nu + stay, lme + math.log(self.gamma))
 
 
 class _DualSGD(DualRule):
@@ -117,8 +123,8 @@ class SGDDual(_DualSGD):
         """nu - eta (1 - m e^-nu) with lme = log m."""
         return nu - self.lr * (1.0 - torch.exp(lme - nu))
 
-    def update(self, nu, R, mask):
-        return self.step(nu, logmeanexp(R, mask))
+    def move(self, nu, R, mask, lme):
+        return self.step(nu, lme)
 
 
 @DUALS.register("umax")
@@ -129,8 +135,7 @@ class UMax(SGDDual):
         super().__init__(lr, schedule)
         self.delta = delta
 
-    def update(self, nu, R, mask):
-        lme = logmeanexp(R, mask)
+    def move(self, nu, R, mask, lme):
         stepped = self.step(nu, lme)
         return torch.where(stepped < lme - self.delta, lme, stepped)
 
@@ -141,7 +146,7 @@ class ASGDSoftplus(_DualSGD):
         super().__init__(lr, schedule)
         self.log_rho, self.rho = math.log(rho), rho
 
-    def update(self, nu, R, mask):
+    def update(self, nu, R, mask, lme=None):  # no log-mean-exp in this rule
         s = torch.sigmoid(self.log_rho + R - nu.unsqueeze(1)).masked_fill(~mask, 0.0) / self.rho  # (B, B)
         return nu - self.lr * (1.0 - s.sum(1) / mask.sum(1))
 
@@ -154,7 +159,7 @@ class ASGDSoftplus(_DualSGD):
 class BSGD(DualRule):
     uses_nu = False
 
-    def update(self, nu, R, mask):
+    def update(self, nu, R, mask, lme=None):
         return nu
 
     def loss(self, R, mask, nu):
