@@ -17,10 +17,7 @@ Two ways to draw from it, the same distribution (`draw`; tests compare both with
     s2_{b_i} - log sum_k e1_k (e2 N^T)_k: one (B, K) x (K, K) product and B m K weights, where `cells`
     touches B K^2 weights five times (at K = 128 > sqrt(n) on PTB that cost more than the full softmax's
     logits). Same distribution, other random numbers: a run's draws depend on the choice.
-Either way the class is then drawn uniformly inside its cell.
-`midx_exact` (Theorem 1) keeps the residual r_i = c_i - (quantized c_i) in the last stage:
-  P(k, l) ∝ exp(s_{k,l}) psi_{k,l},  psi_{k,l} = sum_{i in Omega_{k,l}} exp(tau h.r_i),
-  P(i | k, l) = exp(tau h.r_i) / psi_{k,l}     =>  q(i | h) = softmax(tau h.c)_i exactly (O(n d)).
+Either way the class is then drawn uniformly inside its cell (`midx_exact`, Theorem 1: samplers/midx_exact.py).
 The index is rebuilt at every epoch start by k-means in torch (GPU when the embeddings are there),
 warm-started from the previous epoch's codewords (first time: K distinct rows drawn with the
 explicit generator) and stopped when no assignment changes (at most `max_iter` Lloyd steps). Above
@@ -31,8 +28,6 @@ Codewords are buffers (checkpointed), so a resumed run rebuilds the same index.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -226,33 +221,3 @@ class MIDXProduct(ProductQuantized, MIDX):
 @SAMPLERS.register("midx_rq")
 class MIDXResidual(ResidualQuantized, MIDX):
     pass
-
-
-@SAMPLERS.register("midx_exact")
-class MIDXExact(ProductQuantized, MIDX):
-    """Theorem 1 on the product-quantized index: the three stages multiply to softmax(tau h.c)."""
-
-    def __init__(self, n_classes: int, K: int = 32, tau: float = 1.0, max_iter: int = 100, points_per_codeword: int = 256):
-        super().__init__(n_classes, K, tau, max_iter, points_per_codeword)  # draws by its own stages: no `draw`
-
-    def stages(self, h: torch.Tensor) -> torch.Tensor:
-        """log P(cell of i) + log P(i | cell) for every class: (B, n), computed stage by stage."""
-        hr = self.tau * h.detach().to(self.c.dtype) @ (self.c - self.quantized()).T            # (B, n) tau h.r_i
-        cell = self.a * self.K + self.b                                                        # (n,)
-        log_psi = torch.full((h.shape[0], self.K * self.K), -math.inf, dtype=hr.dtype, device=h.device)
-        log_psi = log_psi.scatter_reduce(1, cell.expand_as(hr), hr, "amax")                    # max per cell
-        log_psi = log_psi + torch.zeros_like(log_psi).index_add_(
-            1, cell, (hr - log_psi.gather(1, cell.expand_as(hr))).exp()).log()                 # log psi_{k,l}
-        log_cell = torch.log_softmax(self.cell_scores(h) + log_psi, 1)                         # log P(k, l)
-        return log_cell.gather(1, cell.expand_as(hr)) + hr - log_psi.gather(1, cell.expand_as(hr))
-
-    def sample(self, h, m, gen):
-        return self.sample_with(h, m, gen, None)[:2]
-
-    def sample_with(self, h, m, gen, targets):
-        lp = self.stages(h)                                                                    # (B, n), once
-        ids = multinomial(lp.exp(), m, gen)                                                   # (B, m)
-        return (ids, lp.gather(1, ids).float()) + (() if targets is None else (lp.gather(1, targets).float(),))
-
-    def log_prob(self, h, ids):
-        return self.stages(h).gather(1, ids).float()
