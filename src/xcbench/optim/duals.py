@@ -146,7 +146,7 @@ class ASGDSoftplus(_DualSGD):
         super().__init__(lr, schedule)
         self.log_rho, self.rho = math.log(rho), rho
 
-    def update(self, nu, R, mask, lme=None):  # no log-mean-exp in this rule
+    def move(self, nu, R, mask, lme):  # its step reads no log-mean-exp
         s = torch.sigmoid(self.log_rho + R - nu.unsqueeze(1)).masked_fill(~mask, 0.0) / self.rho  # (B, B)
         return nu - self.lr * (1.0 - s.sum(1) / mask.sum(1))
 
@@ -159,7 +159,7 @@ class ASGDSoftplus(_DualSGD):
 class BSGD(DualRule):
     uses_nu = False
 
-    def update(self, nu, R, mask, lme=None):
+    def move(self, nu, R, mask, lme):
         return nu
 
     def loss(self, R, mask, nu):
