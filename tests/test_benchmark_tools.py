@@ -597,3 +597,30 @@ def test_reproduce_kept_lists_a_metric_the_kept_run_predates_without_calling_it_
     assert rk.compare(now, kept) == ({}, ["curves.val_softmax_loss", "metrics.softmax_loss"])
     assert rk.compare({**now, "metrics.P@1": 0.51}, kept)[0] == {"metrics.P@1": (0.5, 0.51)}
     assert rk.compare({"curves.val_P@1": [0.4, 0.5]}, kept)[0] == {"metrics.P@1": (0.5, None)}
+
+
+def test_step_forms_weights_tell_a_head_that_hands_its_dual_rule_another_lme(prepared, monkeypatch):
+    """SCENT's steps in the kept form (the rule computes its own logmeanexp) and the registered one (the head hands
+    it its own) end with the same weights once every batch is seen three times; a head that hands its rule another
+    lme ends elsewhere."""
+    import types
+
+    from conftest import REPO
+
+    import xcbench.heads.minmin as minmin
+    from xcbench.optim.duals import logmeanexp
+
+    sf = _load("step_forms")
+    processed, _ = prepared("synthetic-faces-tiny")
+    a = types.SimpleNamespace(experiment=str(REPO / "config/experiments/scent/table_final.yaml"), scale="tiny",
+                              dataset="synthetic-faces-tiny", processed=str(processed), features=None,
+                              methods=["scent"], rounds=4, visits=3)
+
+    def identical(rows):
+        return {r["form"]: r["identical"] for r in rows if r["part"] == "train step"}
+
+    rows = sf.measure(a)
+    assert set(identical(rows).values()) == {True}
+    assert {r["form"] for r in rows if r["part"] == "head loss and backward"} == {"nu lme twice", "nu lme once"}
+    monkeypatch.setattr(minmin, "logmeanexp", lambda R, mask: logmeanexp(R, mask) * 0.5)
+    assert identical(sf.measure(a))["registered"] is False
