@@ -110,12 +110,16 @@ def score_twice(model) -> None:
         sampler.sample_with = types.MethodType(Sampler.sample_with, sampler)
 
 
+def own_lme(update):
+    """A dual rule's `update` that computes its own logmeanexp, ignoring the one the head hands it (the kept form)."""
+    return lambda nu, R, mask, lme=None: update(nu, R, mask)
+
+
 def lme_twice(model) -> None:
-    """The head's dual rule computes its own logmeanexp, ignoring the one the head hands it (the kept form)."""
+    """The head's dual rule in the kept form (own_lme)."""
     rule = getattr(model.head, "rule", None)
     if rule is not None:
-        update = rule.update
-        rule.update = lambda nu, R, mask, lme=None: update(nu, R, mask)
+        rule.update = own_lme(rule.update)
 
 
 def lme_alone(model, batch, rounds: int) -> dict[str, float]:
@@ -126,7 +130,7 @@ def lme_alone(model, batch, rounds: int) -> dict[str, float]:
 
     rule, update = model.head.rule, model.head.rule.update
     buffers = [(b, b.clone()) for b in model.buffers()]  # nu and its first-visit flags, restored for the timed steps
-    forms = {"twice": lambda nu, R, mask, lme=None: update(nu, R, mask), "once": update}
+    forms = {"twice": own_lme(update), "once": update}
     times = {f: [] for f in forms}
     for r in range(rounds + 2):
         for f, form in list(forms.items())[:: 1 - 2 * (r % 2)]:  # each form first in every other round
