@@ -121,6 +121,29 @@ def test_views_per_method_datasets_and_per_dataset_overrides(tmp_path):
         resolve_experiment(load_experiment(tmp_path / "view.yaml"), "paper")
 
 
+def test_a_view_of_a_variant_keeps_its_own_title_and_rendering_at_every_scale(tmp_path):
+    """An owner that `extends` a file with scale blocks carries its own title and render in each of them
+    (`_layer`); a view of it must still render as the view says at those scales (fig1_epochs once rendered
+    table2_epochs' table at the quick scale), and its runs stay the owner's (same identity, same datasets)."""
+    from xcbench.run import identity, make_run
+
+    base = {"paper": "p", "artifact": "base", "title": "base", "task": "multiclass", "seeds": [0], "datasets": ["a"],
+            "render": {"kind": "table", "renderer": "metric_table"}, "methods": {"m1": {"head": "full_softmax"}},
+            "scales": {"quick": {"datasets": ["q"]}}}
+    _write(tmp_path, "base", base)
+    _write(tmp_path, "own", {"paper": "p", "artifact": "own", "extends": "base", "title": "own",
+                             "render": {"kind": "figure", "renderer": "sweep", "y": "ppl"}})
+    _write(tmp_path, "view", {"paper": "p", "artifact": "view", "runs_of": "own", "title": "view", "seeds": [0, 1],
+                              "render": {"kind": "table", "renderer": "metric_table"}, "methods": ["m1"]})
+    for scale, data in (("quick", ["q"]), ("paper", ["a"])):
+        v = resolve_experiment(load_experiment(tmp_path / "view.yaml"), scale)
+        o = resolve_experiment(load_experiment(tmp_path / "own.yaml"), scale)
+        assert (v["artifact"], v["title"], v["render"], v["seeds"]) == (
+            "view", "view", {"kind": "table", "renderer": "metric_table"}, [0, 1]), scale
+        assert v["datasets"] == o["datasets"] == data
+        assert identity(make_run(v, data[0], "m1", 1).spec) == identity(make_run(o, data[0], "m1", 1).spec)
+
+
 def test_scale_method_patterns(tmp_path):
     """A scale's override keyed by a pattern reaches every method it matches, an exact name wins over
     it, a pattern that matches nothing is an error, and a pattern is no method name."""

@@ -101,8 +101,10 @@ def load_experiment(path: str | Path, _seen: tuple = ()) -> dict:
     if "runs_of" in exp:
         owner = load_experiment(path.with_name(f"{exp['runs_of']}.yaml"))
         only = exp.pop("methods", None)  # a list: render only these of the owner's runs
-        view = {k: v for k, v in exp.items() if k in ("datasets",)}  # what a view may narrow, at every scale
-        scales = {s: deep_merge(deep_merge(sc, view), exp.get("scales", {}).get(s, {}))
+        # The view's own keys (title, render, datasets, seeds) beat the owner's scale blocks, as a child's do in
+        # `_layer`: an owner that `extends` another file carries its title and render in every scale block.
+        mine = {k for k in exp if k not in ("scales", "notes", "runs_of")}
+        scales = {s: deep_merge({k: v for k, v in sc.items() if k not in mine}, exp.get("scales", {}).get(s, {}))
                   for s, sc in owner.get("scales", {}).items()}
         scales.update({s: sc for s, sc in exp.get("scales", {}).items() if s not in scales})
         own_notes = exp.pop("notes", None)  # the view's own text, shown after the notes its runs were made under
