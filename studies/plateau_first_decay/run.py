@@ -42,29 +42,36 @@ def runs() -> list[tuple[str, str, int, Path]]:
     return found
 
 
-def summary(d: Path, window: int) -> dict:
+def epochs(d: Path) -> list[dict]:
+    """A run's trained epochs (history.csv without its epoch-0 evaluation)."""
+    return [r for r in csv.DictReader(open(d / "history.csv")) if int(r["epoch"]) >= 1]
+
+
+def first_decay(rows: list[dict]) -> int:
+    """The first epoch trained below the starting lr (a run that never cut it: the epoch after its last)."""
+    return next((int(r["epoch"]) for r in rows if float(r["lr"]) < float(rows[0]["lr"])), int(rows[-1]["epoch"]) + 1)
+
+
+def summary(d: Path, rows: list[dict], window: int) -> dict:
     """First decay epoch, best validation ppl in epochs 1..window, selected and test ppl of one run."""
-    rows = [r for r in csv.DictReader(open(d / "history.csv")) if int(r["epoch"]) >= 1]
     lr0 = float(rows[0]["lr"])
-    decay = next((int(r["epoch"]) for r in rows if float(r["lr"]) < lr0), None)
     m = json.load(open(d / "metrics.json"))
     pre = min(float(r["val_ppl"]) for r in rows if int(r["epoch"]) <= window)
     at_lr0 = [float(r["val_ppl"]) for r in rows if float(r["lr"]) == lr0]
     rise = max(b - a for a, b in zip(at_lr0[7:], at_lr0[8:]))   # largest epoch-on-epoch rise from epoch 9 at lr0
-    return {"first_decay": decay, "pre_decay_best_val": pre, "largest_rise_at_lr0": rise, "best_epoch": m["best_epoch"],
-            "val_ppl": m["best"]["val_ppl"], "test_ppl": m["metrics"]["ppl"], "epochs": m["epochs"]}
+    return {"first_decay": first_decay(rows), "pre_decay_best_val": pre, "largest_rise_at_lr0": rise,
+            "best_epoch": m["best_epoch"], "val_ppl": m["best"]["val_ppl"], "test_ppl": m["metrics"]["ppl"],
+            "epochs": m["epochs"]}
 
 
 def main() -> int:
     found = runs()
     if not found:
         sys.exit(f"no kept runs under {RUNS}: check out the reference tree (git checkout reference/)")
-    decays = []
-    for _, _, _, d in found:
-        rows = [r for r in csv.DictReader(open(d / "history.csv")) if int(r["epoch"]) >= 1]
-        decays.append(next(int(r["epoch"]) for r in rows if float(r["lr"]) < float(rows[0]["lr"])))
-    window = min(decays) - 1                                     # epochs every run trained at lr 20
-    table = [{"family": f, "run": lab, "K": K, **summary(d, window)} for f, lab, K, d in found]
+    history = [epochs(d) for *_, d in found]
+    window = min(map(first_decay, history)) - 1                  # epochs every run trained at lr 20
+    table = [{"family": f, "run": lab, "K": K, **summary(d, rows, window)}
+             for (f, lab, K, d), rows in zip(found, history)]
     table.sort(key=lambda r: (r["family"], r["K"], r["run"]))
     fd = np.array([r["first_decay"] for r in table])
     te = np.array([r["test_ppl"] for r in table])
