@@ -164,3 +164,21 @@ def test_every_claim_the_kept_tree_does_not_hold_says_why(scale):
             if v.startswith("not held") and f"(at the {scale} scale:" not in v and "seeds' noise" not in v:
                 bare.append(f"{kept.parent.name}/{r['id']} on {r.get('dataset')}: {v[:60]}")
     assert bare == []
+
+
+def test_every_paper_scale_gap_from_a_published_number_says_why():
+    """A kept paper-scale table whose number stands more than 15% from the published one under the same column has
+    `render.gaps` (the caption lists the gaps, then that text): never left silent. The text is checked to exist, not
+    to be right; a new gap after a kept run changes names itself here."""
+    from xcbench.reporting.collect import collect, for_rendering
+    from xcbench.reporting.tables import published_gaps, table_rows
+
+    results, silent = ROOT / "reference" / "paper" / "results", []
+    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
+        exp = for_rendering(f, "paper", results)
+        if exp.get("render", {}).get("renderer") != "metric_table" or not exp["render"].get("literature"):
+            continue
+        header, rows, _, _, _, published = table_rows(exp, collect(results, exp))
+        if published_gaps(header, rows, published) and not exp["render"].get("gaps"):
+            silent.append(f"{f.parent.name}/{f.stem}: {published_gaps(header, rows, published)[:2]}")
+    assert silent == []

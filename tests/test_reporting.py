@@ -247,6 +247,35 @@ def test_metric_table_literature_text_and_format_columns(results, tmp_path, cata
     assert tex.count(r"\begin{tabular}") == 2 and "Flat (published) & big & 9" in tex
 
 
+def test_published_gaps_name_each_number_over_15_percent_from_ours():
+    from xcbench.reporting.tables import published_gaps
+    header = ["Method", "PTB PPL", "WT2 PPL"]
+    rows = [["Full", "127.4 ± 0.3", "–"], ["Uniform", "170.1", "2,000.0"]]
+    inline = [["Full (published)", "109.2", "123.3"], ["Uniform (published)", "160.0", "2,600"], ["Other (published)", "1", "1"]]
+    assert published_gaps(header, rows, inline) == ["Full PTB PPL: 127.4 against 109.2 (+17%)",
+                                                    "Uniform WT2 PPL: 2,000.0 against 2,600 (-23%)"]
+
+
+def test_a_paper_scale_table_names_its_gaps_and_says_why(results, tmp_path, catalogue):
+    """At the paper scale the caption lists every published number more than 15% from ours, then `render.gaps`
+    (or says that no text explains them); other scales, whose settings are not the paper's, list none."""
+    import copy
+    import shutil
+
+    exp = copy.deepcopy(EXP)
+    exp["render"].update(percent=False, literature=[{"method": "m1", "values": {"d1": {"P@1": 0.5}, "d2": {"P@1": 0.19}}}])
+    RENDERERS.get("metric_table")(exp, str(results), str(tmp_path / "q"), catalogue)
+    assert "published number" not in (tmp_path / "q.md").read_text()
+    shutil.copytree(results / "quick", results / "paper")  # the same runs, read at the paper scale
+    exp["scale"] = "paper"
+    RENDERERS.get("metric_table")(exp, str(results), str(tmp_path / "p"), catalogue)
+    md = (tmp_path / "p.md").read_text()  # d1: 0.60 against 0.5 is listed, d2: 0.20 against 0.19 (+5%) is not
+    assert "More than 15% from the published number: m1 d1 P@1: 0.60 against 0.5 (+20%). No `render.gaps`" in md
+    exp["render"]["gaps"] = "Why, measured."
+    RENDERERS.get("metric_table")(exp, str(results), str(tmp_path / "p"), catalogue)
+    assert "m1 d1 P@1: 0.60 against 0.5 (+20%). Why, measured._" in (tmp_path / "p.md").read_text()
+
+
 def test_footer_states_training_setup_only_for_trained_runs():
     from xcbench.reporting.captions import footer
 

@@ -109,8 +109,22 @@ def _lit_value(v, group: str, key: str) -> str:
     return str(v.get(key, "–"))
 
 
+def _published_row(lit: dict, datasets: list[str], specs: list[dict], groups) -> list[str] | None:
+    """An entry's numbers under the table's columns ("–" where it has none), or None when it is flat values of
+    another dataset than the table's only one (nothing of it can stand in a column)."""
+    vals = lit.get("values", {})
+    if all(isinstance(v, dict) for v in vals.values()):
+        per = lambda d: vals.get(d, {})  # noqa: E731
+    elif len(datasets) == 1 and lit.get("dataset", datasets[0]) == datasets[0]:
+        per = lambda d: vals  # noqa: E731
+    else:
+        return None
+    return [f"{lit['method']} (published)"] + [_lit_value(per(d), g, m["key"]) for d in datasets for g in groups for m in specs]
+
+
 def literature_rows(literature: list[dict], datasets: list[str], specs: list[dict], groups: list[str] = ("",)):
-    """Published numbers: (rows for the main table, (header, rows) of a separate block).
+    """Published numbers: (rows for the main table, (header, rows) of a separate block, every entry's numbers
+    under the table's columns for the comparison with ours: `published_gaps`).
 
     An entry's `values` are {metric: v} (with an optional `dataset` they come from) or per dataset
     {dataset: {metric: v}}; in a table with column groups, per dataset {dataset: {group: v}} or
@@ -119,20 +133,19 @@ def literature_rows(literature: list[dict], datasets: list[str], specs: list[dic
     other named dataset) in a one-dataset table. Every other entry (the paper's datasets differ
     from this scale's) goes to the block, one row per (method, dataset, group), so no number stands
     under another dataset's name."""
-    inline, block = [], []
+    inline, block, aligned = [], [], []
     for lit in literature:
         vals, label = lit.get("values", {}), f"{lit['method']} (published)"
-        per_dataset = all(isinstance(v, dict) for v in vals.values())
-        flat_here = not per_dataset and len(datasets) == 1 and lit.get("dataset", datasets[0]) == datasets[0]
-        if (per_dataset and set(vals) <= set(datasets)) or flat_here:
-            per = (lambda d: vals.get(d, {})) if per_dataset else (lambda d: vals)  # noqa: E731
-            inline.append([label] + [_lit_value(per(d), g, m["key"]) for d in datasets for g in groups for m in specs])
+        per_dataset, row = all(isinstance(v, dict) for v in vals.values()), _published_row(lit, datasets, specs, groups)
+        aligned += [row] if row else []
+        if row and (not per_dataset or set(vals) <= set(datasets)):
+            inline.append(row)
             continue
         for d, v in (vals.items() if per_dataset else [(lit.get("dataset"), vals)]):
             for g in groups:
                 block.append([label, " ".join(filter(None, [pretty(d) if d else "–", g]))]
                              + [_lit_value(v, g, m["key"]) for m in specs])
-    return inline, (["Published", "Dataset"] + [m["label"] for m in specs], block)
+    return inline, (["Published", "Dataset"] + [m["label"] for m in specs], block), aligned
 
 
 def column_groups(exp: dict, key: str | None) -> list[tuple[str, dict[str, str]]]:
@@ -151,14 +164,36 @@ def column_groups(exp: dict, key: str | None) -> list[tuple[str, dict[str, str]]
     return list(groups.items())
 
 
-@RENDERERS.register("metric_table")
-def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
-    """Rows = methods, columns = dataset x metric; with `relative_to: <method>` every value is
-    divided by that method's mean on the same dataset (the paper's 'relative to dense' tables);
-    with `column_key` the columns are dataset x method group x metric (`column_groups`)."""
+GAP = 0.15  # at the paper scale a published number further than this (relative) from ours is named in the caption
+
+
+def _number(cell: str) -> float | None:
+    """The mean of a printed cell ("127.4 ± 0.3", "3,500"), None for a dash or text."""
+    try:
+        return float(cell.split(" ±")[0].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def published_gaps(header: list[str], rows: list[list[str]], published: list[list[str]]) -> list[str]:
+    """"<method> <column>: ours against published (+x%)" for every published number under a column of the table
+    (`published` rows, "<method> (published)", aligned with `header`; in the table itself or its block) more than
+    GAP away, relatively, from the mean in our row of that method and column, both as the table prints them."""
+    ours, out = {r[0]: r for r in rows}, []
+    for lit in published:
+        method = lit[0].removesuffix(" (published)")
+        for col, pub, our in zip(header[1:], lit[1:], ours.get(method, [])[1:]):
+            p, o = _number(pub), _number(our)
+            if p and o is not None and abs(o / p - 1) > GAP:
+                out.append(f"{method} {col}: {our.split(' ±')[0]} against {pub} ({o / p - 1:+.0%})")
+    return out
+
+
+def table_rows(exp: dict, recs: list[dict]):
+    """(header, our rows, long rows for the CSV, published rows inline, published block, every published entry
+    under the table's columns) of `metric_table`."""
     opts = exp["render"]
     specs, rel = metric_specs(opts), opts.get("relative_to")
-    recs = collect(results, exp)
     groups = column_groups(exp, opts.get("column_key"))
     labels = list(dict.fromkeys(lab for _, g in groups for lab in g.values()))
     header = ["Method"] + [" ".join(filter(None, [pretty(d), g, m["label"]]))
@@ -182,12 +217,27 @@ def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
                     row.append(fmt(a, 1.0 if rel else m["scale"], m["digits"], m.get("format")))
                     long.append([d, meth, m["key"], *(("", "", 0) if a is None else (a["mean"], a["std"], a["n"]))])
         rows.append(row)
-    inline, published = literature_rows(opts.get("literature", []), exp["datasets"], specs,
-                                        tuple(g for g, _ in groups))
-    rows += inline
+    inline, published, aligned = literature_rows(opts.get("literature", []), exp["datasets"], specs,
+                                                 tuple(g for g, _ in groups))
+    return header, rows, long, inline, published, aligned
+
+
+@RENDERERS.register("metric_table")
+def metric_table(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
+    """Rows = methods, columns = dataset x metric; with `relative_to: <method>` every value is
+    divided by that method's mean on the same dataset (the paper's 'relative to dense' tables);
+    with `column_key` the columns are dataset x method group x metric (`column_groups`). At the paper
+    scale the caption names every published number more than GAP from ours, then `render.gaps`: why."""
+    opts, recs = exp["render"], collect(results, exp)
+    header, rows, long, inline, published, aligned = table_rows(exp, recs)
     caption, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
-    if rel:
-        foot = f"Values relative to {method_label(exp, rel)} on the same dataset (1.00 = equal). " + foot
+    if opts.get("relative_to"):
+        foot = f"Values relative to {method_label(exp, opts['relative_to'])} on the same dataset (1.00 = equal). " + foot
+    gaps = published_gaps(header, rows, aligned) if exp["scale"] == "paper" else []
+    if gaps:
+        foot += (f" More than {GAP:.0%} from the published number: " + "; ".join(gaps) + ". "
+                 + (opts.get("gaps") or "No `render.gaps` in the experiment file says why.").strip())
+    rows += inline
     write_text(f"{out}.md", to_markdown(header, rows, caption, foot, published))
     write_text(f"{out}.tex", to_latex(header, rows, caption, foot, published))
     write_text(f"{out}.csv", to_csv(["dataset", "method", "metric", "mean", "std", "n_seeds"], long))
