@@ -20,6 +20,12 @@ capability its kept run recorded (`versions.cpu_capability`), else under --cpu-c
 Picks the cheapest kept run of every (head, encoder, dropout on or off) family whose recorded wall time is
 at most --max-seconds (or the runs named by --runs, paths under <root>/results/<scale>/), skips runs whose
 data are not prepared under --data, and writes benchmarks/out/reproduce_kept_<scale>.{json,md}.
+
+The kept numbers hold on the machine that made them: MKL and oneDNN pick kernels by CPU model, not only by
+instruction set, so on an Intel Xeon capped at AVX2 twelve of twenty quick families give other last bits than on the
+AMD EPYC that kept them (benchmarks/out/reproduce_kept_quick_vs_4ead4522.md). `--baseline REV` asks the question a
+code change raises on any machine: each picked run is trained twice here, by REV's code and experiment files (a git
+worktree) and by today's, and today's numbers are compared with REV's (output reproduce_kept_<scale>_vs_<REV>).
 """
 
 from __future__ import annotations
@@ -79,33 +85,40 @@ def cheapest_per_family(runs: list[dict], max_s: float) -> list[dict]:
 ONEDNN_ISA = {"default": "SSE41", "avx2": "AVX2", "avx512": "AVX512_CORE"}
 
 
-def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | None = None) -> dict:
-    """Retrain one kept run and compare; under ATEN_CPU_CAPABILITY=`capability` (the vector instruction set of
-    torch's CPU kernels, which moves the last bits: the kept run's own where it recorded one, else the caller's),
-    oneDNN's capped at the same level."""
+def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | None = None, code: Path = REPO,
+            against: dict | None = None) -> dict:
+    """Retrain one kept run with the package and experiment files under `code` (a checkout) and compare with the
+    kept numbers, or with `against` (another retrain's row: its numbers and input digests); under
+    ATEN_CPU_CAPABILITY=`capability` (the vector instruction set of torch's CPU kernels, which moves the last bits:
+    the kept run's own where it recorded one, else the caller's), oneDNN's capped at the same level. The row's
+    `now` holds the numbers computed."""
     from xcbench.catalogue import dataset_entry, features_path, load_datasets
 
     processed = data / "processed" / r["dataset"] / "dataset.npz"
     if not processed.exists():
         return {**r, "status": f"skipped: {processed} not prepared"}
+    out = scratch / ("now" if code == REPO else "base") / r["path"]
     cmd = [sys.executable, "-m", "xcbench", "train", "--experiment",
-           str(REPO / "config" / "experiments" / r["paper"] / f"{r['artifact']}.yaml"), "--scale", scale,
+           str(code / "config" / "experiments" / r["paper"] / f"{r['artifact']}.yaml"), "--scale", scale,
            "--dataset", r["dataset"], "--method", r["method"], "--seed", str(r["seed"]), "--processed", str(processed),
-           "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(scratch / r["path"])]
+           "--device", "cpu", "--threads", "1", "--no-reuse", "--out", str(out)]
     features = features_path(r["features"], dataset_entry(r["dataset"], load_datasets()), data)
     if features is not None:
         if not Path(features).exists():
             return {**r, "status": f"skipped: {features} not prepared"}
         cmd += ["--features", features]
     env = {**os.environ, **({"ATEN_CPU_CAPABILITY": capability.lower(),
-                             "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA.get(capability.lower(), "ALL")} if capability else {})}
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
+                             "ONEDNN_MAX_CPU_ISA": ONEDNN_ISA.get(capability.lower(), "ALL")} if capability else {}),
+           **({"PYTHONPATH": str(code / "src")} if code != REPO else {})}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=code, env=env)
     if done.returncode != 0:
         return {**r, "status": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]}
-    now_rec = json.loads((scratch / r["path"] / "metrics.json").read_text())
-    diff, added = compare(numbers(now_rec), r["numbers"])
-    return {**r, "status": status(diff, r.get("inputs"), now_rec.get("inputs")), "differences": diff,
-            "added": added, "ran_capability": now_rec.get("versions", {}).get("cpu_capability")}
+    now_rec = json.loads((out / "metrics.json").read_text())
+    ref, ref_inputs = (r["numbers"], r.get("inputs")) if against is None else (against["now"], against["now_inputs"])
+    diff, added = compare(numbers(now_rec), ref)
+    return {**r, "status": status(diff, ref_inputs, now_rec.get("inputs")), "differences": diff, "added": added,
+            "ran_capability": now_rec.get("versions", {}).get("cpu_capability"), "now": numbers(now_rec),
+            "now_inputs": now_rec.get("inputs")}
 
 
 def compare(now: dict, kept: dict) -> tuple[dict, list[str]]:
@@ -162,18 +175,34 @@ def main() -> None:
     p.add_argument("--cpu-capability", default=None, help="ATEN_CPU_CAPABILITY (avx2, avx512, default) for kept runs that "
                    "recorded none: a run kept under AVX2 gives other last bits under AVX512 (runs record theirs since "
                    "2026-11-29; the quick tree before that was kept under avx2)")
+    p.add_argument("--baseline", metavar="REV", help="compare with the numbers of REV's code (a commit), trained here too, "
+                   "instead of the kept ones: a code change, separated from the machine's last bits")
     p.add_argument("--out-dir", default=OUT)
     a = p.parse_args()
     results = (REPO / a.root / "results" / a.scale).resolve()
     runs = kept_runs(results)
     picked = [r for r in runs if r["path"] in set(a.runs)] if a.runs else cheapest_per_family(runs, a.max_seconds)
+    against = "kept" if not a.baseline else a.baseline
     with tempfile.TemporaryDirectory() as scratch:
-        rows = []
-        for r in picked:
-            rows.append(retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), r["cpu_capability"] or a.cpu_capability))
-            print(f"{rows[-1]['path']}: {rows[-1]['status']}", flush=True)
-    md = [f"# Kept {a.scale}-scale runs retrained by today's code (CPU, one thread): the same numbers?", "",
-          "| run | head | encoder | dropout | kept wall s | kept / rerun CPU capability | result | first difference (kept vs now) |",
+        code = Path(scratch) / "baseline"
+        if a.baseline:
+            subprocess.run(["git", "worktree", "add", "--detach", str(code), a.baseline], cwd=REPO, check=True,
+                           capture_output=True)
+        try:
+            rows = []
+            for r in picked:
+                cap, base = r["cpu_capability"] or a.cpu_capability, None
+                if a.baseline:
+                    base = retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), cap, code=code)
+                rows.append(base if base and "now" not in base else
+                            retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), cap, against=base))
+                print(f"{rows[-1]['path']}: {rows[-1]['status']}", flush=True)
+        finally:
+            if a.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(code)], cwd=REPO, capture_output=True)
+    by = "today's code" + (f" and by {a.baseline}'s, on one machine" if a.baseline else "")
+    md = [f"# Kept {a.scale}-scale runs retrained by {by} (CPU, one thread): the same numbers?", "",
+          f"| run | head | encoder | dropout | kept wall s | kept / rerun CPU capability | result | first difference ({against} vs now) |",
           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         first = next(iter(r.get("differences", {}).items()), None)
@@ -182,13 +211,15 @@ def main() -> None:
                   f"{f'{first[0]}: {first[1][0]} vs {first[1][1]}' if first else ''} |")
     same = sum(r["status"] == "identical" for r in rows)
     model = sum(r["status"].startswith("metrics identical") for r in rows)
-    md += ["", f"{same} of {len(rows)} runs give their kept test metrics and per-epoch curves (training loss, validation "
-           "metrics) exactly" + (f"; {model} more give every test metric and validation curve exactly and their "
-                                  "training loss to float32's last bits" if model else "") +
+    ref = f"{a.baseline}'s" if a.baseline else "their kept"
+    md += ["", f"{same} of {len(rows)} runs give {ref} test metrics and per-epoch curves (training loss, validation metrics) exactly"
+           + (f"; {model} more give every test metric and validation curve exactly and their "
+              "training loss to float32's last bits" if model else "") +
            ". Picked: the cheapest kept run of each (head, encoder, dropout on/off) family"
            f"{' named by --runs' if a.runs else f' with a recorded wall time of at most {a.max_seconds:g} s'}."]
-    rows = [{**r, "family": list(r["family"])} for r in rows]
-    for path in write_outputs(f"reproduce_kept_{a.scale}", rows, "\n".join(md), a.out_dir):
+    rows = [{**{k: v for k, v in r.items() if k != "now"}, "family": list(r["family"])} for r in rows]
+    name = f"reproduce_kept_{a.scale}" + (f"_vs_{a.baseline}" if a.baseline else "")
+    for path in write_outputs(name, rows, "\n".join(md), a.out_dir):
         print("wrote", path)
 
 
