@@ -114,10 +114,11 @@ def retrain(r: dict, scale: str, data: Path, scratch: Path, capability: str | No
     if done.returncode != 0:
         return {**r, "status": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1]}
     now_rec = json.loads((out / "metrics.json").read_text())
+    now = numbers(now_rec)
     ref, ref_inputs = (r["numbers"], r.get("inputs")) if against is None else (against["now"], against["now_inputs"])
-    diff, added = compare(numbers(now_rec), ref)
+    diff, added = compare(now, ref)
     return {**r, "status": status(diff, ref_inputs, now_rec.get("inputs")), "differences": diff, "added": added,
-            "ran_capability": now_rec.get("versions", {}).get("cpu_capability"), "now": numbers(now_rec),
+            "ran_capability": now_rec.get("versions", {}).get("cpu_capability"), "now": now,
             "now_inputs": now_rec.get("inputs")}
 
 
@@ -182,7 +183,7 @@ def main() -> None:
     results = (REPO / a.root / "results" / a.scale).resolve()
     runs = kept_runs(results)
     picked = [r for r in runs if r["path"] in set(a.runs)] if a.runs else cheapest_per_family(runs, a.max_seconds)
-    against = "kept" if not a.baseline else a.baseline
+    data, against = Path(a.data).resolve(), a.baseline or "kept"
     with tempfile.TemporaryDirectory() as scratch:
         code = Path(scratch) / "baseline"
         if a.baseline:
@@ -193,9 +194,8 @@ def main() -> None:
             for r in picked:
                 cap, base = r["cpu_capability"] or a.cpu_capability, None
                 if a.baseline:
-                    base = retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), cap, code=code)
-                rows.append(base if base and "now" not in base else
-                            retrain(r, a.scale, Path(a.data).resolve(), Path(scratch), cap, against=base))
+                    base = retrain(r, a.scale, data, Path(scratch), cap, code=code)
+                rows.append(base if base and "now" not in base else retrain(r, a.scale, data, Path(scratch), cap, against=base))
                 print(f"{rows[-1]['path']}: {rows[-1]['status']}", flush=True)
         finally:
             if a.baseline:
