@@ -1,6 +1,10 @@
 """A kept run whose settings today's experiment file has changed is named, in collect and in the caption
 (reporting/drift.py); how a job ran, a probe's empty train settings and a replayed longer stop patience are not."""
 
+import functools
+import itertools
+import json
+
 import pytest
 
 from xcbench.config import ROOT, load_experiment
@@ -129,19 +133,39 @@ def test_every_kept_run_is_one_keep_would_accept_today(scale):
     assert refused == []
 
 
+@functools.cache
+def kept_claim_rows(scale: str) -> dict[str, list[dict]]:
+    """{paper: the rows of its claims.json} as the kept tree of `scale` renders them (read once for both tests)."""
+    figures = ROOT / "reference" / scale / "figures"
+    return {f.parent.name: json.loads(f.read_text())["rows"] for f in sorted(figures.glob("*/claims.json"))}
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_the_kept_claims_are_what_todays_claim_files_say(scale):
+    """Each kept claims.json is today's evaluation of today's claim file over the kept runs: a check or a why_not
+    edited without `xcbench rerender` leaves the kept tree, the README's headlines and the two tests below reading
+    stale text (two paper-scale reasons were found so on 2026-12-05)."""
+    from xcbench.reporting.claims import evaluate_claims
+
+    figures, stale = ROOT / "reference" / scale / "figures", []
+    for paper, kept in kept_claim_rows(scale).items():
+        only = {f.stem for f in (figures / paper).glob("*") if f.suffix in (".md", ".png") and f.stem != "claims"}
+        rows = evaluate_claims(ROOT / "config" / "claims" / f"{paper}.yaml", ROOT / "config" / "experiments" / paper,
+                               ROOT / "reference" / scale / "results", scale, only)["rows"]
+        stale += [f"{paper}/{r.get('id')}" for r, k in itertools.zip_longest(rows, kept, fillvalue={}) if r != k]
+    assert stale == [], "rerender: python -m xcbench rerender --root reference/<scale> --scale <scale>"
+
+
 @pytest.mark.parametrize("scale", ["quick", "paper"])
 def test_every_why_not_explains_a_verdict_the_kept_tree_shows(scale):
     """A claim's `why_not: {scale: text}` is the measured reason it is not held at that scale. Where every row
     the kept tree renders for the claim is held, the text explains numbers that are gone (a retrained run
     flipped the verdict) and would come back, stale, beside the next "not held": rewrite it from today's runs
     or drop it (7 quick ones were found so on 2026-12-05). Claims the kept tree has no row for are not judged."""
-    import json
-
     from xcbench.io import read_yaml
-    dead = []
+    kept, dead = kept_claim_rows(scale), []
     for f in sorted((ROOT / "config" / "claims").glob("*.yaml")):
-        kept = ROOT / "reference" / scale / "figures" / f.stem / "claims.json"
-        rows = json.loads(kept.read_text())["rows"] if kept.exists() else []
+        rows = kept.get(f.stem, [])
         for c in read_yaml(f)["claims"]:
             verdicts = [r["verdict"] for r in rows if r.get("id") == c["id"]]
             if scale in (c.get("why_not") or {}) and verdicts and all(v.startswith("held") for v in verdicts):
@@ -155,14 +179,12 @@ def test_every_claim_the_kept_tree_does_not_hold_says_why(scale):
     verdict is the seeds'-noise rule, whose row states the margin and its noise: a number far from the paper's is a
     finding to explain. 19 quick rows had none before 2026-12-05 (and 12 more quoted numbers the kept runs no longer
     show: tests cannot read prose, so rewrite a claim's why_not whenever its runs are retrained)."""
-    import json
-
     bare = []
-    for kept in sorted((ROOT / "reference" / scale / "figures").glob("*/claims.json")):
-        for r in json.loads(kept.read_text())["rows"]:
+    for paper, rows in kept_claim_rows(scale).items():
+        for r in rows:
             v = r["verdict"]
             if v.startswith("not held") and f"(at the {scale} scale:" not in v and "seeds' noise" not in v:
-                bare.append(f"{kept.parent.name}/{r['id']} on {r.get('dataset')}: {v[:60]}")
+                bare.append(f"{paper}/{r['id']} on {r.get('dataset')}: {v[:60]}")
     assert bare == []
 
 
