@@ -157,6 +157,28 @@ def test_the_kept_claims_are_what_todays_claim_files_say(scale):
 
 
 @pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_the_kept_tables_are_what_todays_experiment_files_render(scale, tmp_path):
+    """Each kept table (.md) is today's rendering of its kept runs: a caption's notes, `render.gaps` or published
+    numbers edited without `xcbench rerender` would leave the kept tree stale. Figures are left out (their PNGs
+    and PDFs are not byte-stable; their captions come from the same notes)."""
+    from xcbench.catalogue import load_datasets
+    from xcbench.registry import RENDERERS
+    from xcbench.reporting.collect import collect, for_rendering, with_runs_only
+
+    results, stale, catalogue = ROOT / "reference" / scale / "results", [], load_datasets()
+    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
+        exp = for_rendering(f, scale, results)
+        if exp["render"]["kind"] != "table" or not (recs := collect(results, exp)):
+            continue
+        out = tmp_path / f"{f.parent.name}_{f.stem}"
+        RENDERERS.get(exp["render"]["renderer"])(with_runs_only(exp, recs), str(results), str(out), catalogue)
+        kept = ROOT / "reference" / scale / "figures" / f.parent.name / f"{f.stem}.md"
+        if not kept.exists() or out.with_suffix(".md").read_text() != kept.read_text():
+            stale.append(f"{f.parent.name}/{f.stem}")
+    assert stale == [], f"rerender: python -m xcbench rerender --root reference/{scale} --scale {scale}"
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
 def test_every_why_not_explains_a_verdict_the_kept_tree_shows(scale):
     """A claim's `why_not: {scale: text}` is the measured reason it is not held at that scale. Where every row
     the kept tree renders for the claim is held, the text explains numbers that are gone (a retrained run
