@@ -122,12 +122,14 @@ def cheapest_claims(rows: list[dict], kind: str = "cpu") -> list[dict]:
                                                        w[f"{other}_h"] is None, w[f"{other}_h"] or 0.0))
 
 
-def next_targets(rows: list[dict], n: int, kind: str = "cpu") -> list[str]:
-    """The result files of the runs owed by the `n` claims cheapest on `kind` (only claims measured there), each
-    once, in that order: Snakemake targets that train the plan's next runs, for example
-    `snakemake --cores 2 --config scale=paper -- $(python benchmarks/paper_cost.py --targets 3)`."""
+def next_targets(rows: list[dict], n: int, kind: str = "cpu", has_data=lambda dataset: True) -> list[str]:
+    """The result files of the runs owed by the `n` claims cheapest on `kind` (only claims measured there, and
+    whose every run's dataset `has_data`), each once, in that order: Snakemake targets that train the plan's next
+    runs, for example `snakemake --cores 2 --config scale=paper -- $(python benchmarks/paper_cost.py --targets 3)`."""
     out: list[str] = []
-    for w in [w for w in cheapest_claims(rows, kind) if w[f"{kind}_h"] is not None][:n]:
+    offered = [w for w in cheapest_claims(rows, kind)
+               if w[f"{kind}_h"] is not None and all(has_data(r["dataset"]) for r in w["runs"])]
+    for w in offered[:n]:
         for r in w["runs"]:
             t = f"results/paper/{r['paper']}/{r['artifact']}/{r['dataset']}/{r['key']}/seed{r['seed']}/metrics.json"
             if t not in out:

@@ -16,9 +16,11 @@ paper's settings), and the runs without a step rate, with why and the command th
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 from common import write_outputs
@@ -268,6 +270,29 @@ def accuracy_section(rows: list[dict]) -> list[str]:
 PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if p.is_dir()), key=len, reverse=True)
 
 
+def data_at_hand(mirrors: list[str] | None = None):
+    """dataset -> whether this machine has its files or can download them (as the DAG's first lines judge it:
+    fetched into data/raw, generated, or every file of a layout in a mirror or at a URL); the datasets that need a
+    manual download are named on stderr, once each, so `--targets` offers only runs that can start here."""
+    from xcbench.catalogue import load_datasets
+    from xcbench.data.fetch import manual_steps
+    from xcbench.io import read_yaml
+
+    catalogue = load_datasets()
+    roots = mirrors if mirrors is not None else read_yaml(REPO / "config" / "config.yaml")["data"]["mirrors"]
+    roots = [r if Path(r).is_absolute() else REPO / r for r in roots]
+
+    @functools.cache
+    def has(dataset: str) -> bool:
+        if (REPO / "data" / "raw" / dataset / "manifest.json").exists() or not catalogue[dataset].get("files"):
+            return True
+        steps = manual_steps(catalogue[dataset], roots)
+        if steps:
+            print(f"paper_cost: skipping the claims on {dataset}: " + "; ".join(steps), file=sys.stderr)
+        return not steps
+    return has
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kept", type=Path, default=REPO / "reference" / "paper" / "results" / "paper")
@@ -282,7 +307,7 @@ def main() -> None:
     a = p.parse_args()
     rows = plan(a.kept, step_records(OUT), a.resume_from)
     if a.targets is not None:
-        print("\n".join(next_targets(rows, a.targets, a.kind)))
+        print("\n".join(next_targets(rows, a.targets, a.kind, data_at_hand())))
         return
     a.out_dir.mkdir(parents=True, exist_ok=True)
     write_outputs("paper_cost", rows, markdown(rows), a.out_dir)

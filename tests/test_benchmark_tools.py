@@ -586,6 +586,20 @@ def test_paper_cost_targets_are_the_runs_of_the_cheapest_claims_on_the_kind_aske
     assert cost_next.next_targets([], 1, "gpu") == [path("m3")]
     assert cost_next.next_targets([], 9, "gpu") == [path("m3"), path("m1"), path("m2")]
     assert cost_next.next_targets([], 9) == [path("m2"), path("m1")]
+    assert cost_next.next_targets([], 1, has_data=lambda d: d != "d") == []  # every claim waits on d's files
+
+
+def test_paper_cost_targets_skip_the_claims_whose_data_need_a_manual_download(monkeypatch, tmp_path, capsys):
+    """`--targets` offers a claim only where each run's dataset can start here: generated, fetched, or its files in a
+    mirror or at a URL; a manual-download set (the XC repository's Drive files) is skipped and named with its page."""
+    monkeypatch.delenv("XCBENCH_MIRROR", raising=False)
+    has = _load("paper_cost").data_at_hand([str(tmp_path)])
+    assert has("synthetic-faces-360k") and has("ptb")  # generated; downloadable
+    assert not has("wiki10-31k")
+    assert "Wiki10-31K.bow.zip: download it from https://manikvarma" in capsys.readouterr().err
+    (tmp_path / "wiki10-31k").mkdir()
+    (tmp_path / "wiki10-31k" / "Wiki10-31K.bow.zip").write_bytes(b"zip")
+    assert _load("paper_cost").data_at_hand([str(tmp_path)])("wiki10-31k")
 
 
 def test_reproduce_kept_lists_a_metric_the_kept_run_predates_without_calling_it_a_difference():
