@@ -271,22 +271,19 @@ PAPERS = sorted((p.name for p in (REPO / "config" / "experiments").iterdir() if 
 
 
 def data_at_hand(mirrors: list[str] | None = None):
-    """dataset -> whether this machine has its files or can download them (as the DAG's first lines judge it:
-    fetched into data/raw, generated, or every file of a layout in a mirror or at a URL); the datasets that need a
-    manual download are named on stderr, once each, so `--targets` offers only runs that can start here."""
+    """dataset -> whether this machine has its files or can download them, as the DAG's first lines judge it
+    (`steps_before_fetch`); the datasets that need a manual download are named on stderr, once each, so
+    `--targets` offers only runs that can start here."""
     from xcbench.catalogue import load_datasets
-    from xcbench.data.fetch import manual_steps
+    from xcbench.data.fetch import steps_before_fetch
     from xcbench.io import read_yaml
 
-    catalogue = load_datasets()
-    roots = mirrors if mirrors is not None else read_yaml(REPO / "config" / "config.yaml")["data"]["mirrors"]
-    roots = [r if Path(r).is_absolute() else REPO / r for r in roots]
+    catalogue, data = load_datasets(), read_yaml(REPO / "config" / "config.yaml")["data"]
+    roots = [r if Path(r).is_absolute() else REPO / r for r in (data["mirrors"] if mirrors is None else mirrors)]
 
     @functools.cache
     def has(dataset: str) -> bool:
-        if (REPO / "data" / "raw" / dataset / "manifest.json").exists() or not catalogue[dataset].get("files"):
-            return True
-        steps = manual_steps(catalogue[dataset], roots)
+        steps = steps_before_fetch(catalogue[dataset], REPO / data["root"] / "raw" / dataset, roots)
         if steps:
             print(f"paper_cost: skipping the claims on {dataset}: " + "; ".join(steps), file=sys.stderr)
         return not steps

@@ -173,7 +173,7 @@ def test_tar_links_are_refused(tmp_path):
 def test_a_mirror_copy_of_any_layout_beats_a_download_and_prepare_reads_the_layout_fetched(tmp_path, monkeypatch):
     """Layout 0 has only a URL (here one that refuses), layout 1 is in the mirror: the mirror wins without
     touching the network, the manifest records layout 1, and layout_of hands prepare that layout."""
-    from xcbench.data.fetch import layout_of, manual_steps
+    from xcbench.data.fetch import layout_of, manual_steps, steps_before_fetch
 
     calls = []
     monkeypatch.setattr("xcbench.data.fetch._download", lambda url, dest: calls.append(url))
@@ -191,6 +191,9 @@ def test_a_mirror_copy_of_any_layout_beats_a_download_and_prepare_reads_the_layo
     entry["files"][0] = {"name": "a.txt", "page": "https://example.org/get-it"}
     assert manual_steps(entry, [tmp_path / "m"]) == []  # layout 1 is in a mirror
     assert manual_steps(entry, []) == ["ds: a.txt: download it from https://example.org/get-it and put it in <mirror>/ds/"]
+    assert steps_before_fetch(entry, tmp_path / "raw" / "ds", []) == []  # fetched: its manifest is there
+    assert steps_before_fetch(entry, tmp_path / "raw" / "other", []) == manual_steps(entry, [])
+    assert steps_before_fetch({"name": "gen"}, tmp_path / "raw" / "gen", []) == []  # generated: nothing to fetch
 
 
 def test_an_archive_member_is_downloaded_once_for_all_its_files(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from xcbench.config import load_experiment, resolve_experiment
 from xcbench.catalogue import features_path, load_datasets
 from xcbench.schema import SCHEMAS
 from xcbench.checks import check_experiment
-from xcbench.data.fetch import manual_steps
+from xcbench.data.fetch import steps_before_fetch
 from xcbench.io import write_yaml
 from xcbench.run import expected_runs, make_run, run_location
 
@@ -118,9 +118,8 @@ def manual_downloads():
     """Files that no mirror holds and no URL serves (sign-in pages, Drive links), for every dataset this DAG
     will fetch: said in the first lines of any snakemake call, before any job runs."""
     wanted = sorted({d for exp in EXPS.values() for d, _, _ in expected_runs(exp)})
-    steps = [s for d in wanted if d in CATALOGUE and CATALOGUE[d].get("files")
-             and not os.path.exists(f"{DATA}/raw/{d}/manifest.json")
-             for s in manual_steps(CATALOGUE[d], config["data"]["mirrors"])]
+    steps = [s for d in wanted if d in CATALOGUE
+             for s in steps_before_fetch(CATALOGUE[d], f"{DATA}/raw/{d}", config["data"]["mirrors"])]
     if steps:
         print(f"xcbench: {len(steps)} file(s) need a manual download before their jobs can run "
               "(a mirror folder is $XCBENCH_MIRROR or one of data.mirrors):\n  " + "\n  ".join(steps), file=sys.stderr)

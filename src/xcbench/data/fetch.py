@@ -201,6 +201,14 @@ def manual_steps(entry: dict, mirrors: Iterable[str | os.PathLike]) -> list[str]
     return missing[0] if missing else []
 
 
+def steps_before_fetch(entry: dict, raw_dir: str | os.PathLike, mirrors: Iterable[str | os.PathLike]) -> list[str]:
+    """`manual_steps`, or none where there is nothing to fetch: a generated set (no files) or one already fetched
+    into raw_dir (its manifest.json, written last). What the DAG's first lines and the cost plan's targets ask."""
+    if not entry.get("files") or (Path(raw_dir) / "manifest.json").exists():
+        return []
+    return manual_steps(entry, mirrors)
+
+
 def fetch_dataset(entry: dict, raw_dir: str | os.PathLike, mirrors: Iterable[str | os.PathLike]) -> dict:
     """Fetch every file of one layout of a real dataset entry into raw_dir (mirrors of every layout
     first, then downloads); write raw_dir/manifest.json last."""
