@@ -4,6 +4,7 @@
 import functools
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -157,24 +158,34 @@ def test_the_kept_claims_are_what_todays_claim_files_say(scale):
 
 
 @pytest.mark.parametrize("scale", ["quick", "paper"])
-def test_the_kept_tables_are_what_todays_experiment_files_render(scale, tmp_path):
-    """Each kept table (.md) is today's rendering of its kept runs: a caption's notes, `render.gaps` or published
-    numbers edited without `xcbench rerender` would leave the kept tree stale. Figures are left out (their PNGs
-    and PDFs are not byte-stable; their captions come from the same notes)."""
+def test_the_kept_tables_and_captions_are_what_todays_experiment_files_render(scale, tmp_path, monkeypatch):
+    """Each kept table (.md) and figure caption (.caption.md, with its table of the plotted numbers) is today's
+    rendering of its kept runs: a caption's notes, `render.gaps` or published numbers edited without
+    `xcbench rerender` would leave the kept tree stale. The images are not drawn to a file here (style.save only
+    closes the figure and leaves empty files: PNG and PDF bytes are not stable across matplotlib builds)."""
     from xcbench.catalogue import load_datasets
     from xcbench.registry import RENDERERS
+    from xcbench.reporting import style
     from xcbench.reporting.collect import collect, for_rendering, with_runs_only
 
+    def save(fig, out):  # empty image files: the HTML page reads them, nothing here compares them
+        style._pyplot().close(fig)
+        paths = [Path(f"{out}.{ext}") for ext in ("png", "pdf")]
+        for p in paths:
+            p.write_bytes(b"")
+        return paths
+    monkeypatch.setattr(style, "save", save)
     results, stale, catalogue = ROOT / "reference" / scale / "results", [], load_datasets()
     for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
         exp = for_rendering(f, scale, results)
-        if exp["render"]["kind"] != "table" or not (recs := collect(results, exp)):
+        if not (recs := collect(results, exp)):
             continue
         out = tmp_path / f"{f.parent.name}_{f.stem}"
         RENDERERS.get(exp["render"]["renderer"])(with_runs_only(exp, recs), str(results), str(out), catalogue)
-        kept = ROOT / "reference" / scale / "figures" / f.parent.name / f"{f.stem}.md"
-        if not kept.exists() or out.with_suffix(".md").read_text() != kept.read_text():
-            stale.append(f"{f.parent.name}/{f.stem}")
+        suffix = ".md" if exp["render"]["kind"] == "table" else ".caption.md"
+        kept = ROOT / "reference" / scale / "figures" / f.parent.name / f"{f.stem}{suffix}"
+        if not kept.exists() or Path(f"{out}{suffix}").read_text() != kept.read_text():
+            stale.append(f"{f.parent.name}/{f.stem}{suffix}")
     assert stale == [], f"rerender: python -m xcbench rerender --root reference/{scale} --scale {scale}"
 
 
