@@ -621,3 +621,23 @@ def test_a_claims_check_column_names_sides_of_a_shared_label_by_their_keys():
                                                           ("sas_uni", "Uniform"), ("gru_uni", "Uniform"), ("one", "One"))}}
     assert describe({"method": "sas_rq", "metric": "ndcg@50"}, exp) == "sas_rq ndcg@50"
     assert describe({"methods": ["gru_uni", "one"], "reduce": "max", "metric": "ndcg@50"}, exp) == "max(gru_uni, One) ndcg@50"
+
+
+def test_curves_that_coincide_on_their_panel_are_named_by_their_share_of_its_height():
+    """A curve within 1% of the panel's height (decades on a log axis) of another at every epoch is hidden by it:
+    hand-computed cases on a log axis of 2 decades (1% = 0.02 decades) and a linear one of height 100; epochs
+    outside the frame (a diverged run) and other epochs do not count."""
+    import numpy as np
+
+    from xcbench.reporting.figures import coincide
+
+    def pairs(a, b, ylim=(1.0, 100.0), log=True, xb=(0, 1)):
+        return coincide({"a": ((0, 1), np.array(a, float)), "b": (xb, np.array(b, float))}, ylim, log)
+
+    assert pairs([10, 10], [10.4, 10.4]) == [("a", "b")]    # log10(1.04) = 0.017 decades < 0.02
+    assert pairs([10, 10], [10, 11]) == []                   # log10(1.1) = 0.041 at the second epoch
+    assert pairs([1.5, 1.5], [1.6, 1.6]) == []               # 0.028 decades (read linearly, 0.1 of 99 would pass)
+    assert pairs([10, 1e6], [10.1, 1e7]) == [("a", "b")]     # the second epoch is above the frame for both
+    assert pairs([10, 10], [10, 10], xb=(1, 2)) == []        # other epochs
+    assert pairs([50, 20], [50.9, 20.5], ylim=(0, 100), log=False) == [("a", "b")]
+    assert pairs([50, 20], [52, 20], ylim=(0, 100), log=False) == []

@@ -20,6 +20,27 @@ MARKERS = ("o", "s", "^", "D", "v", "x", "*", "P")
 LINESTYLES = ("-", "--", "-.", ":")
 
 
+COINCIDE = 0.01  # two curves closer than this fraction of the panel's height at every epoch read as one line
+
+
+def coincide(means: dict[str, tuple[tuple, np.ndarray]], ylim: tuple[float, float], log: bool) -> list[tuple[str, str]]:
+    """Pairs of methods whose mean curves share their epochs and lie within COINCIDE of the panel's height
+    (`ylim`, on a log axis in decades) at every epoch where both are finite and inside it: drawn, the later
+    covers the earlier, which the caption then says."""
+    f = (lambda y: np.log10(np.where(y > 0, y, np.nan))) if log else (lambda y: y)  # noqa: E731
+    lo, hi = f(np.asarray(ylim, float))
+    out = []
+    for i, (a, (xa, ya)) in enumerate(means.items()):
+        for b, (xb, yb) in list(means.items())[i + 1:]:
+            if xa != xb:
+                continue
+            ua, ub = f(ya), f(yb)
+            ok = np.isfinite(ua) & np.isfinite(ub) & (np.minimum(ua, ub) <= hi) & (np.maximum(ua, ub) >= lo)
+            if ok.any() and np.all(np.abs(ua[ok] - ub[ok]) < COINCIDE * (hi - lo)):
+                out.append((a, b))
+    return out
+
+
 @RENDERERS.register("curves")
 def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     """Panels: every dataset x every key of `render.curves` (e.g. [train_ce, val_ce]); `logy`; `clip_above_start: f`
@@ -35,8 +56,9 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
     palette = style.palette()
     drawn = [m for m in exp["methods"] if any(r["method"] == m for r in recs)]  # one style per method on every panel
     clip = opts.get("clip_above_start")  # y axis up to this factor x the largest epoch-0 value (divergent runs leave the frame)
+    same = []  # pairs of curves a reader cannot tell apart (named in the caption)
     for ax, (d, key, ylabel) in zip(axes[0], panels):
-        starts = []
+        starts, means = [], {}
         for j, meth in enumerate(drawn):
             runs = [r["curves"] for r in recs if r["dataset"] == d and r["method"] == meth and key in r["curves"]]
             if not runs:
@@ -48,9 +70,11 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
             x, Y = x[keep], Y[:, keep]
             if not len(x):
                 continue
+            every = max(1, len(x) // 12)  # markers staggered by method, so curves that coincide show every marker
             (line,) = ax.plot(x, Y.mean(0), label=method_label(exp, meth), marker=MARKERS[j % len(MARKERS)], markersize=3,
-                              linestyle=LINESTYLES[j % len(LINESTYLES)], markevery=max(1, len(x) // 12),
+                              linestyle=LINESTYLES[j % len(LINESTYLES)], markevery=(j * every // len(drawn), every),
                               color=palette[j % len(palette)])
+            means[meth] = (tuple(x), Y.mean(0))
             if len(runs) > 1:
                 ax.fill_between(x, Y.min(0), Y.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
             starts.append(np.nanmax(Y[:, 0]))
@@ -62,8 +86,13 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         if clip and starts and np.isfinite(max(starts)):
             ax.set_ylim(top=clip * max(starts))
         ax.set_ylabel(ylabel)
+        same += [f"{method_label(exp, a)} and {method_label(exp, b)} ({pretty(d)}, {ylabel})"
+                 for a, b in coincide(means, ax.get_ylim(), bool(opts.get("logy")))]
     style.legend(fig, axes[0], len(exp["methods"]))
     foot = footer(exp, catalogue, recs)
+    if same:
+        foot += (f" Within {COINCIDE:.0%} of the panel's height of each other at every epoch, one line over the "
+                 f"other (their markers alternate): " + "; ".join(same) + ".")
     missing = exp.get("without_runs", [])  # a kept tree without some methods' runs (collect.with_runs_only)
     fig.suptitle(exp.get("title", exp["artifact"]) + (f" ({', '.join(missing)}: no runs here)" if missing else ""),
                  fontsize=9)
