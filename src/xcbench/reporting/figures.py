@@ -4,6 +4,7 @@ panel; the caption (scale, seeds, substitutions) beside it."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +31,13 @@ def coincide(means: dict[str, tuple[tuple, np.ndarray]], ylim: tuple[float, floa
     f = (lambda y: np.log10(np.where(y > 0, y, np.nan))) if log else (lambda y: y)  # noqa: E731
     lo, hi = f(np.asarray(ylim, float))
     out = []
-    for i, (a, (xa, ya)) in enumerate(means.items()):
-        for b, (xb, yb) in list(means.items())[i + 1:]:
-            if xa != xb:
-                continue
-            ua, ub = f(ya), f(yb)
-            ok = np.isfinite(ua) & np.isfinite(ub) & (np.minimum(ua, ub) <= hi) & (np.maximum(ua, ub) >= lo)
-            if ok.any() and np.all(np.abs(ua[ok] - ub[ok]) < COINCIDE * (hi - lo)):
-                out.append((a, b))
+    for (a, (xa, ya)), (b, (xb, yb)) in itertools.combinations(means.items(), 2):
+        if xa != xb:
+            continue
+        ua, ub = f(ya), f(yb)
+        ok = np.isfinite(ua) & np.isfinite(ub) & (np.minimum(ua, ub) <= hi) & (np.maximum(ua, ub) >= lo)
+        if ok.any() and np.all(np.abs(ua[ok] - ub[ok]) < COINCIDE * (hi - lo)):
+            out.append((a, b))
     return out
 
 
