@@ -2,7 +2,6 @@
 (reporting/drift.py); how a job ran, a probe's empty train settings and a replayed longer stop patience are not."""
 
 import functools
-import itertools
 import json
 from pathlib import Path
 
@@ -142,51 +141,31 @@ def kept_claim_rows(scale: str) -> dict[str, list[dict]]:
 
 
 @pytest.mark.parametrize("scale", ["quick", "paper"])
-def test_the_kept_claims_are_what_todays_claim_files_say(scale):
-    """Each kept claims.json is today's evaluation of today's claim file over the kept runs: a check or a why_not
-    edited without `xcbench rerender` leaves the kept tree, the README's headlines and the two tests below reading
-    stale text (two paper-scale reasons were found so on 2026-12-05)."""
-    from xcbench.reporting.claims import evaluate_claims
-
-    figures, stale = ROOT / "reference" / scale / "figures", []
-    for paper, kept in kept_claim_rows(scale).items():
-        only = {f.stem for f in (figures / paper).glob("*") if f.suffix in (".md", ".png") and f.stem != "claims"}
-        rows = evaluate_claims(ROOT / "config" / "claims" / f"{paper}.yaml", ROOT / "config" / "experiments" / paper,
-                               ROOT / "reference" / scale / "results", scale, only)["rows"]
-        stale += [f"{paper}/{r.get('id')}" for r, k in itertools.zip_longest(rows, kept, fillvalue={}) if r != k]
-    assert stale == [], "rerender: python -m xcbench rerender --root reference/<scale> --scale <scale>"
-
-
-@pytest.mark.parametrize("scale", ["quick", "paper"])
-def test_the_kept_tables_and_captions_are_what_todays_experiment_files_render(scale, tmp_path, monkeypatch):
-    """Each kept table (.md) and figure caption (.caption.md, with its table of the plotted numbers) is today's
-    rendering of its kept runs: a caption's notes, `render.gaps` or published numbers edited without
-    `xcbench rerender` would leave the kept tree stale. The images are not drawn to a file here (style.save only
-    closes the figure and leaves empty files: PNG and PDF bytes are not stable across matplotlib builds)."""
+def test_the_kept_tree_is_what_rerender_makes_of_its_runs_today(scale, tmp_path, monkeypatch):
+    """`xcbench rerender` of the kept runs into a scratch root gives the kept claims.json, tables (.md) and figure
+    captions (.caption.md, with their tables of plotted numbers): a check, a why_not, a caption's notes, `render.gaps`
+    or published numbers edited without a rerender would leave the kept tree, the README's headlines and the why_not
+    tests below reading stale text (two paper-scale reasons were found so on 2026-12-05). The images are not drawn
+    (style.save leaves empty files: PNG and PDF bytes are not stable across matplotlib builds)."""
     from xcbench.catalogue import load_datasets
-    from xcbench.registry import RENDERERS
     from xcbench.reporting import style
-    from xcbench.reporting.collect import collect, for_rendering, with_runs_only
+    from xcbench.reporting.rerender import rerender
 
     def save(fig, out):  # empty image files: the HTML page reads them, nothing here compares them
         style._pyplot().close(fig)
         paths = [Path(f"{out}.{ext}") for ext in ("png", "pdf")]
         for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(b"")
         return paths
     monkeypatch.setattr(style, "save", save)
-    results, stale, catalogue = ROOT / "reference" / scale / "results", [], load_datasets()
-    for f in sorted((ROOT / "config" / "experiments").glob("*/*.yaml")):
-        exp = for_rendering(f, scale, results)
-        if not (recs := collect(results, exp)):
-            continue
-        out = tmp_path / f"{f.parent.name}_{f.stem}"
-        RENDERERS.get(exp["render"]["renderer"])(with_runs_only(exp, recs), str(results), str(out), catalogue)
-        suffix = ".md" if exp["render"]["kind"] == "table" else ".caption.md"
-        kept = ROOT / "reference" / scale / "figures" / f.parent.name / f"{f.stem}{suffix}"
-        if not kept.exists() or Path(f"{out}{suffix}").read_text() != kept.read_text():
-            stale.append(f"{f.parent.name}/{f.stem}{suffix}")
-    assert stale == [], f"rerender: python -m xcbench rerender --root reference/{scale} --scale {scale}"
+    kept = ROOT / "reference" / scale / "figures"
+    (tmp_path / "results").symlink_to(ROOT / "reference" / scale / "results")
+    rerender(tmp_path, scale, load_datasets())
+    made = [p.relative_to(tmp_path / "figures") for p in sorted((tmp_path / "figures").glob("*/*"))
+            if p.name == "claims.json" or p.suffix == ".md" and p.name != "claims.md"]  # tables, captions, claims
+    stale = [str(p) for p in made if not (kept / p).exists() or (tmp_path / "figures" / p).read_text() != (kept / p).read_text()]
+    assert made and stale == [], f"rerender: python -m xcbench rerender --root reference/{scale} --scale {scale}"
 
 
 @pytest.mark.parametrize("scale", ["quick", "paper"])
