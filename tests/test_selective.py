@@ -265,6 +265,41 @@ def test_nce_loss_is_the_brute_force_logistic_loss():
     assert abs(loss.item() - total / 3) < 1e-5
 
 
+def test_nce_with_unigram_noise_draws_and_corrects_by_each_class_own_q():
+    C, d, k = 6, 3, 4
+    counts = torch.tensor([50, 20, 10, 5, 0, 15])
+    head = NCE(d, C, torch.Generator().manual_seed(0), k=k, noise="unigram")
+    head.setup({"label_counts": counts})
+    q = (counts + 1.0) / (counts + 1.0).sum()                                  # add-one: a class never seen can be drawn
+    assert torch.allclose(head.log_q.exp(), q.float())
+    with torch.no_grad():
+        head.b.normal_(generator=torch.Generator().manual_seed(9))
+    h, y = torch.randn(2, d), torch.tensor([0, 4])
+    loss = head.loss(h, y, None, torch.Generator().manual_seed(1))
+    n = torch.multinomial(q.float(), k, replacement=True, generator=torch.Generator().manual_seed(1))
+    total = 0.0
+    for i in range(2):
+        s = lambda c: (h[i] @ head.W[c] + head.b[c, 0]).item()  # noqa: E731
+        total += -math.log(1 / (1 + math.exp(-(s(y[i]) - math.log(k * q[y[i]].item())))))
+        total += sum(-math.log(1 - 1 / (1 + math.exp(-(s(c) - math.log(k * q[c].item()))))) for c in n.tolist())
+    assert abs(loss.item() - total / 2) < 1e-5
+
+
+@pytest.mark.parametrize("noise", ["uniform", "unigram"])
+def test_nce_bias_starts_at_the_noise_log_probabilities_only_when_asked(noise):
+    C, d, counts = 5, 3, torch.tensor([40, 9, 0, 3, 7])
+    start = {}
+    for init in ("zero", "log_noise"):
+        head = NCE(d, C, torch.Generator().manual_seed(0), noise=noise, bias_init=init)
+        head.setup({"label_counts": counts})
+        start[init] = head.b[:, 0].detach()
+    q = (counts + 1.0) / (counts + 1.0).sum() if noise == "unigram" else torch.full((C,), 1.0 / C)
+    assert torch.equal(start["zero"], torch.zeros(C))
+    assert torch.allclose(start["log_noise"], q.log().float())
+    with pytest.raises(ValueError, match="bias_init"):
+        NCE(d, C, torch.Generator().manual_seed(0), bias_init="unigram")
+
+
 def test_hsm_is_a_distribution_and_its_loss_is_minus_log_path_probability():
     C, d = 11, 3
     head = HierarchicalSoftmax(d, C, torch.Generator().manual_seed(0))
