@@ -300,6 +300,32 @@ def test_nce_bias_starts_at_the_noise_log_probabilities_only_when_asked(noise):
         NCE(d, C, torch.Generator().manual_seed(0), bias_init="unigram")
 
 
+def test_nce_run_with_its_bias_started_at_log_q_resumes_to_identical_metrics(prepared, tmp_path):
+    """The bias start is written in `setup`, before a checkpoint's weights are loaded over it: a resumed run keeps the
+    trained bias (one started again at log q changes every later epoch)."""
+    from conftest import train_run
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    processed, entry = prepared("synthetic-faces-tiny")
+    exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
+           "task": {"name": "faces", "params": {"eval_train_size": 100}},
+           "render": {"kind": "table", "renderer": "metric_table"}, "datasets": ["synthetic-faces-tiny"], "seeds": [0],
+           "methods": normalise_methods({"m": {"head": "nce", "params": {"k": 5, "noise": "unigram",
+                                                                         "bias_init": "log_noise"}}}),
+           "model": {"encoder": {"name": "mlp", "hidden": 8}},
+           "train": {"epochs": 3, "batch_size": 32, "lr": 0.05, "optimizer": "lazy_adam"}}
+    dev = torch.device("cpu")
+    go = lambda out, **kw: train_run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
+                               out, dev, **kw)
+    full = go(tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        go(tmp_path / "cut", interrupt_after=1)
+    resumed = go(tmp_path / "cut")
+    assert resumed["metrics"] == full["metrics"] and resumed["curves"] == full["curves"]
+
+
 def test_hsm_is_a_distribution_and_its_loss_is_minus_log_path_probability():
     C, d = 11, 3
     head = HierarchicalSoftmax(d, C, torch.Generator().manual_seed(0))
