@@ -300,9 +300,9 @@ def test_nce_bias_starts_at_the_noise_log_probabilities_only_when_asked(noise):
         NCE(d, C, torch.Generator().manual_seed(0), bias_init="unigram")
 
 
-def test_nce_run_with_its_bias_started_at_log_q_resumes_to_identical_metrics(prepared, tmp_path):
-    """The bias start is written in `setup`, before a checkpoint's weights are loaded over it: a resumed run keeps the
-    trained bias (one started again at log q changes every later epoch)."""
+def tiny_faces_run(prepared, method: dict, lr: float):
+    """go(out, **FitOptions): one run of `method` (a head spec) on synthetic-faces-tiny, 3 epochs of lazy Adam at `lr`,
+    as `xcbench train` does it (for the resume tests)."""
     from conftest import train_run
 
     from xcbench.config import normalise_methods
@@ -312,13 +312,18 @@ def test_nce_run_with_its_bias_started_at_log_q_resumes_to_identical_metrics(pre
     exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
            "task": {"name": "faces", "params": {"eval_train_size": 100}},
            "render": {"kind": "table", "renderer": "metric_table"}, "datasets": ["synthetic-faces-tiny"], "seeds": [0],
-           "methods": normalise_methods({"m": {"head": "nce", "params": {"k": 5, "noise": "unigram",
-                                                                         "bias_init": "log_noise"}}}),
-           "model": {"encoder": {"name": "mlp", "hidden": 8}},
-           "train": {"epochs": 3, "batch_size": 32, "lr": 0.05, "optimizer": "lazy_adam"}}
+           "methods": normalise_methods({"m": method}), "model": {"encoder": {"name": "mlp", "hidden": 8}},
+           "train": {"epochs": 3, "batch_size": 32, "lr": lr, "optimizer": "lazy_adam"}}
     dev = torch.device("cpu")
-    go = lambda out, **kw: train_run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
-                               out, dev, **kw)
+    return lambda out, **kw: train_run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m",
+                                       0, out, dev, **kw)
+
+
+def test_nce_run_with_its_bias_started_at_log_q_resumes_to_identical_metrics(prepared, tmp_path):
+    """The bias start is written in `setup`, before a checkpoint's weights are loaded over it: a resumed run keeps the
+    trained bias (one started again at log q changes every later epoch)."""
+    go = tiny_faces_run(prepared, {"head": "nce", "params": {"k": 5, "noise": "unigram", "bias_init": "log_noise"}},
+                        lr=0.05)
     full = go(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         go(tmp_path / "cut", interrupt_after=1)
@@ -422,24 +427,10 @@ def test_open_set_split_has_one_gallery_sample_per_probe_identity():
                                          ("hf_a", {"trees_start": 2, "trees_end": 4, "T_start": 5, "T_end": 9,
                                                    "phase_epochs": 1, "leaf": 4})])
 def test_selective_run_resumes_to_identical_metrics(prepared, tmp_path, selector, sp):
-    from conftest import train_run
-
-    from xcbench.config import normalise_methods
-    from xcbench.tasks.base import make_task
-
-    processed, entry = prepared("synthetic-faces-tiny")
     # M = 30 of 50 classes against about 24 distinct labels in a batch of 32: the trees choose the rest, so a resume
     # that rebuilt other trees changes the run (with M below the batch's labels the trees chose nothing and it passed)
-    exp = {"paper": "test", "artifact": "unit", "title": "t", "scale": "tiny",
-           "task": {"name": "faces", "params": {"eval_train_size": 100}},
-           "render": {"kind": "table", "renderer": "metric_table"}, "datasets": ["synthetic-faces-tiny"], "seeds": [0],
-           "methods": normalise_methods({"m": {"head": "selective_softmax",
-                                               "params": {"selector": selector, "selector_params": sp, "M_frac": 0.6}}}),
-           "model": {"encoder": {"name": "mlp", "hidden": 8}},
-           "train": {"epochs": 3, "batch_size": 32, "lr": 0.01, "optimizer": "lazy_adam"}}
-    dev = torch.device("cpu")
-    go = lambda out, **kw: train_run(exp, make_task(exp, entry, processed, None, dev, 0), "synthetic-faces-tiny", "m", 0,  # noqa: E731
-                               out, dev, **kw)
+    go = tiny_faces_run(prepared, {"head": "selective_softmax",
+                                   "params": {"selector": selector, "selector_params": sp, "M_frac": 0.6}}, lr=0.01)
     full = go(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         go(tmp_path / "cut", interrupt_after=1)
