@@ -538,8 +538,9 @@ def test_claims_markdown_counts_claims_apart_from_setup_checks():
 
 
 def test_captions_name_the_machine_of_each_run():
-    """One machine is named once; runs of one artifact on several machines are listed per machine (a kept
-    tree mixing a lent GPU's runs with CPU runs), methods sharing a label by their keys."""
+    """One machine is named once; runs of one artifact on several machines: the machine of most runs is named
+    once and the others' runs are listed by machine (a kept tree mixing a lent GPU's runs with CPU runs), methods
+    sharing a label by their keys."""
     from xcbench.reporting.captions import machines
 
     exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {"full": {"label": "Full"}, "a_u": {"label": "U"},
@@ -548,7 +549,13 @@ def test_captions_name_the_machine_of_each_run():
     assert machines(exp, [rec("full", 0, "AMD EPYC (1 threads)")]) == "Ran on AMD EPYC (1 thread)."
     mixed = machines(exp, [rec("full", 0, "NVIDIA H100"), rec("full", 1, "AMD EPYC (1 threads)"),
                            rec("a_u", 0, "AMD EPYC (1 threads)"), rec("b_u", 1, "NVIDIA H100")])
-    assert mixed == "Ran on: AMD EPYC (1 thread): Full (seed 1), a_u (seed 0); NVIDIA H100: Full (seed 0), b_u (seed 1)."
+    assert mixed == "Ran on AMD EPYC (1 thread), except Full (seed 0), b_u (seed 1) on NVIDIA H100."  # a tie: the first
+    most = machines(exp, [rec("full", 0, "A"), rec("full", 1, "B"), rec("a_u", 0, "B"), rec("b_u", 1, "C")])
+    assert most == "Ran on B, except Full (seed 0) on A; and b_u (seed 1) on C."
+    grid = {"datasets": ["d"], "seeds": [0], "methods": {"n.lr1": {"label": "N, lr 1"}, "n.lr2": {"label": "N, lr 2"},
+                                                           "f": {"label": "F"}}}
+    assert machines(grid, [{"dataset": "d", "method": m, "seed": 0, "device_name": n} for m, n in
+                           (("f", "A"), ("n.lr1", "B"), ("n.lr2", "B"), ("f", "A"))]) == "Ran on A, except N, lr 1; N, lr 2 on B."
     assert machines(exp, []) == ""
 
 
@@ -608,7 +615,7 @@ def test_captions_name_runs_of_a_shared_label_by_their_keys():
     recs = [{"method": "gru_full", "dataset": "d", "seed": 0, "epochs": 5, "resolved": {"train": {"epochs": 12}}},
             {"method": "m", "dataset": "d", "seed": 0, "epochs": 5, "resolved": {"train": {"epochs": 12}}}]
     assert "Stopped early (no validation improvement): gru_full at epoch 5 of 12, M at epoch 5 of 12." in run_status(exp, recs)
-    assert machines(exp, [{**r, "device_name": n} for r, n in zip(recs, ("A", "B"))]) == "Ran on: A: gru_full; B: M."
+    assert machines(exp, [{**r, "device_name": n} for r, n in zip(recs, ("A", "B"))]) == "Ran on A, except M on B."
 
 
 def test_a_claims_check_column_names_sides_of_a_shared_label_by_their_keys():

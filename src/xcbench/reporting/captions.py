@@ -136,21 +136,28 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
 
 
 def machines(exp: dict, recs: list[dict] | None) -> str:
-    """Where the shown runs ran (each run's recorded CPU model and threads, or GPU): one machine named once,
-    several with the runs of each."""
+    """Where the shown runs ran (each run's recorded CPU model and threads, or GPU): one machine named once;
+    several: the machine of most runs named once, then the runs of each other machine (a kept tree mixing a lent
+    GPU's runs, or a few reruns on another CPU, with the rest)."""
     by: dict[str, dict[str, list]] = {}
     for r in recs or []:
         name = str(r.get("device_name") or r.get("device") or "unrecorded").replace("(1 threads)", "(1 thread)")
         who = caption_name(exp, r["method"]) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         by.setdefault(name, {}).setdefault(who, []).append(r.get("seed"))
-    if len(by) < 2:
-        return f"Ran on {next(iter(by))}." if by else ""
+    if not by:
+        return ""
+    count = lambda name: sum(map(len, by[name].values()))  # noqa: E731
+    main = max(sorted(by), key=count)  # the most runs; a tie: the first name
+    if len(by) == 1:
+        return f"Ran on {main}."
     many = len(exp.get("seeds", [])) > 1
 
     def runs(found: dict) -> str:
-        return ", ".join(k + (f" (seed{'s' * (len(v) > 1)} {', '.join(map(str, sorted(v, key=str)))})" if many else "")
-                         for k, v in found.items())
-    return "Ran on: " + "; ".join(f"{name}: {runs(found)}" for name, found in sorted(by.items())) + "."
+        sep = "; " if any("," in k for k in found) else ", "  # grid points read "NCE, lr 0.001"
+        return sep.join(k + (f" (seed{'s' * (len(v) > 1)} {', '.join(map(str, sorted(v, key=str)))})" if many else "")
+                        for k, v in found.items())
+    rest = [f"{runs(by[name])} on {name}" for name in sorted(by) if name != main]
+    return f"Ran on {main}, except " + "; and ".join(rest) + "."
 
 
 def _trains(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None, cfg: dict) -> bool:
