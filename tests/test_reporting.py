@@ -423,6 +423,26 @@ def test_legend_moves_outside_the_panels_when_it_would_cover_the_points(lines, o
     assert all((ax.get_legend() is None) == outside for ax in axes[0])
 
 
+def test_a_long_title_wraps_to_the_panels_instead_of_widening_the_image(tmp_path):
+    """A one-panel figure with a 120-character title: saved with the tight bounding box, the image stays about
+    the panel's width (unwrapped it was 1,794 px against 930), and a short title stays on one line."""
+    from PIL import Image
+
+    from xcbench.reporting import style
+
+    fig, axes = style.figure(1)
+    axes[0][0].plot([0, 1], [0, 1])
+    style.title(fig, "Learning rate per head for the face table: identification of unseen validation identities "
+                     "after the last epoch (seed 0)")
+    assert fig.get_suptitle().count("\n") >= 1
+    (png, _) = style.save(fig, tmp_path / "f")
+    width_in = Image.open(png).size[0] / 200  # savefig.dpi: 200
+    assert width_in < 1.2 * 3.2, width_in
+    fig, _ = style.figure(1)
+    style.title(fig, "Figure 3: identification")
+    assert fig.get_suptitle() == "Figure 3: identification"
+
+
 @pytest.mark.parametrize("lo, hi, want", [(0.8, 8.0, ["1", "2", "5"]), (1.0, 1e4, ["1", "10", "100", "1000", "10000"])])
 def test_log_axis_labels_plain_numbers(lo, hi, want):
     """Within a decade: 1, 2 and 5 times the powers of ten, as plain numbers (no 2 x 10^0 crowding 3 x 10^0);

@@ -45,7 +45,7 @@ def proposal_cdf(exp: dict, results: str, out: str, catalogue: dict) -> list[Pat
         if runs:
             ax.legend(frameon=False, fontsize=6)
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
-    fig.suptitle(title, fontsize=9)
+    style.title(fig, title)
     paths = style.save(fig, out)
     return paths + figure_pages(out, title, foot, "Largest gap between a sampler's curve and its own model's "
                                 "softmax curve:\n\n| dataset | stage | sampler | max gap |\n|---|---|---|---|\n"

@@ -94,8 +94,7 @@ def curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Path]:
         foot += (f" Within {COINCIDE:.0%} of the panel's height of each other at every epoch, one line over the "
                  f"other (their markers alternate): " + "; ".join(same) + ".")
     missing = exp.get("without_runs", [])  # a kept tree without some methods' runs (collect.with_runs_only)
-    fig.suptitle(exp.get("title", exp["artifact"]) + (f" ({', '.join(missing)}: no runs here)" if missing else ""),
-                 fontsize=9)
+    style.title(fig, exp.get("title", exp["artifact"]) + (f" ({', '.join(missing)}: no runs here)" if missing else ""))
     paths = style.save(fig, out)
     return paths + figure_pages(out, exp.get("title", exp["artifact"]), foot)
 
@@ -127,7 +126,7 @@ def metric_curves(exp: dict, results: str, out: str, catalogue: dict) -> list[Pa
             ax.xaxis.set_major_locator(_integer_ticks())
             ax.legend(frameon=False, fontsize=7)
     title, foot = exp.get("title", exp["artifact"]), footer(exp, catalogue, recs)
-    fig.suptitle(title, fontsize=9)
+    style.title(fig, title)
     paths = style.save(fig, out)
     table = "| dataset | curve | per epoch |\n|---|---|---|\n" + "\n".join(rows) + "\n"
     return paths + figure_pages(out, title, foot, table)

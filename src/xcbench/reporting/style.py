@@ -6,6 +6,7 @@ xcbench is imported: importing the package leaves a user's backend and rcParams 
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from xcbench.io import atomic_path
@@ -71,6 +72,14 @@ def legend(fig, axes, lines: int) -> None:
         for h, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, h)
     fig.legend(list(seen.values()), list(seen), frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+
+
+def title(fig, text: str, fontsize: float = 9) -> None:
+    """The figure's title, wrapped to the panels' width: unwrapped, a long title widened the saved image (tight
+    bounding box) until the panels sat small in its middle and the y label ran into it. A character is taken as
+    0.55 em."""
+    chars = max(30, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    fig.suptitle(textwrap.fill(text, chars), fontsize=fontsize)
 
 
 def save(fig, out_stem: str | Path) -> list[Path]:

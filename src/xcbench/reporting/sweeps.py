@@ -136,7 +136,7 @@ def draw_sweep(exp: dict, recs: list[dict], out: str, catalogue: dict) -> list[P
     if len(devices) > 1:
         foot += (f" Runs from {len(devices)} devices: one line per device ("
                  + ", ".join(s.strip(" ()") for s, _ in devices) + "), a step time measured on one is not joined to another's.")
-    fig.suptitle(title, fontsize=9)
+    style.title(fig, title)
     paths = style.save(fig, out)
     rows = [f"| {pretty(ds[0]) if len(ds) == 1 else 'all'} | {s} | {x:g} | {y:.4g}"
             + (f" (cut short after epoch {cut[(tuple(ds), s, x)]:g}: not final)" if (tuple(ds), s, x) in cut else "") + " |"
