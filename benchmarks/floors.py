@@ -2,8 +2,10 @@
 
 - matmul floor: the step's matrix-product FLOPs F, counted by torch's FlopCounterMode forward and backward,
   plus the fused recurrent layers it counts as 0 (`rnn_flop_formulas`: 2 x tokens x sum of the weight matrices'
-  entries forward, twice that backward), at the device's float32 product rate R measured here (`gemm_gflops`,
-  a 2048^3 product): floor = F / R. Gathers, element-wise work and launches are not in it.
+  entries forward, twice that backward), with a sparse operand's products counted at its stored entries
+  (`sparse_flop_formulas`: the counter prices a CSR x dense product as dense and a sampled product at 0),
+  at the device's float32 product rate R measured here (`gemm_gflops`, a 2048^3 product): floor = F / R.
+  Gathers, element-wise work and launches are not in it.
 - host syncs: the synchronising CUDA calls one step makes, by source line (`syncs_of_a_step`).
 - optimizer ms: the optimizer's update alone (`optimizer_seconds`), the part no sampler or loss change removes.
 """
@@ -55,6 +57,32 @@ def rnn_flop_formulas() -> dict:
         if hasattr(aten, name):
             out[getattr(aten, name)] = functools.partial(f, backward=back)
     return out
+
+
+def _sparse_mm_flops(a, b, *_, out_val=None, **__) -> int:
+    """mm: 2 x stored entries x columns for a sparse left operand (heads/row_dots.py's backward), else 2 M K N."""
+    if a.layout != torch.strided:
+        return 2 * a.values().numel() * b.shape[1]
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+def _sampled_addmm_flops(pattern, m1, m2, *_, out_val=None, **__) -> int:
+    """sparse_sampled_addmm: one K-long dot product per stored entry of the pattern."""
+    return 2 * pattern.values().numel() * m1.shape[1]
+
+
+_sparse_mm_flops._get_raw = _sampled_addmm_flops._get_raw = True  # FlopCounterMode hands them the tensors
+
+
+def sparse_flop_formulas() -> dict:
+    """FlopCounterMode's custom_mapping for products with a sparse operand, counted at their stored entries."""
+    aten = torch.ops.aten
+    return {aten.mm: _sparse_mm_flops, aten.sparse_sampled_addmm: _sampled_addmm_flops}
+
+
+def matmul_flop_formulas() -> dict:
+    """The custom_mapping train_step.py counts a step with: fused recurrent layers and sparse products."""
+    return {**rnn_flop_formulas(), **sparse_flop_formulas()}
 
 
 def gemm_gflops(device: torch.device, n: int = 2048, reps: int = 5) -> float:

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from built import build
 from common import write_outputs
-from floors import gemm_gflops, optimizer_seconds, rnn_flop_formulas, sync, syncs_of_a_step
+from floors import gemm_gflops, matmul_flop_formulas, optimizer_seconds, sync, syncs_of_a_step
 from torch.utils.flop_counter import FlopCounterMode
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -70,7 +70,7 @@ def one(exp: dict, task, dataset: str, method: str, device: torch.device, steps:
         t0 = time.perf_counter()
         if i == 0:  # the untimed warm-up step also counts the step's matrix-product FLOPs (forward and backward)
             try:
-                with FlopCounterMode(display=False, custom_mapping=rnn_flop_formulas()) as counter:
+                with FlopCounterMode(display=False, custom_mapping=matmul_flop_formulas()) as counter:
                     step(x, y, idx, i + 1)
                 matmul_flops = counter.get_total_flops()
             except (RuntimeError, NotImplementedError) as e:  # an operator the counter cannot trace: no floor
@@ -189,7 +189,8 @@ def table(rows: list[dict], title: str) -> str:
                      f"{r['eval_s']:.1f} | {r['batches_per_epoch']:,} | {r['epoch_s'] / 60:.1f} | {r['epochs']} | {r['run_h']:.2f} |")
     if rows and "gemm_gflops" in rows[0]:
         lines += ["", f"matmul floor: the step's matrix-product FLOPs (torch's FlopCounterMode, forward and backward; "
-                  f"fused LSTM layers, which it counts as 0, by formula: floors.rnn_flop_formulas) at "
+                  f"fused LSTM layers, which it counts as 0, by formula, and products with a sparse operand at its stored entries: "
+                  "floors.matmul_flop_formulas) at "
                   f"this device's float32 rate measured in the same run ({rows[0]['gemm_gflops']:.0f} GFLOP/s, a "
                   "2048^3 product); gathers, element-wise work and launches are not in it. ms / step: each step "
                   "timed alone (synchronised before and after); chained: the same number of steps back to back, one "

@@ -417,6 +417,29 @@ def test_train_step_counts_the_lstm_products_the_flop_counter_misses(batch_first
     assert counter.get_total_flops() == 3 * T * B * per_token
 
 
+def test_train_step_counts_sparse_products_at_their_entries_as_the_gathers():
+    """`logits: sparse` (heads/row_dots.py) takes the gather's products: 2 B k d FLOPs for the dots and twice that
+    backward. torch's FlopCounterMode priced its CSR x dense products as dense (B x n x d: a floor 3x the gather's
+    at PTB) and its sampled product at 0; with train_step's formulas both routes count 6 B k d, by hand here
+    (distinct classes in every row, so no pair is merged)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from xcbench.heads.row_dots import RowDots, SampledDots
+
+    fl = _load("floors")
+    B, k, d, n = 4, 5, 3, 50
+    ids = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(b))[:k] for b in range(B)])
+    counts = []
+    for route in ("gather", "sparse"):
+        h, E = torch.randn(B, d, requires_grad=True), torch.randn(n, d, requires_grad=True)
+        with FlopCounterMode(display=False, custom_mapping=fl.matmul_flop_formulas()) as counter:
+            dots = RowDots.apply(h.unsqueeze(1), E[ids]) if route == "gather" else SampledDots.apply(h, E, ids)
+            dots.sum().backward()
+        counts.append(counter.get_total_flops())
+    assert counts == [6 * B * k * d] * 2
+
+
 @pytest.mark.parametrize("head", ["sampled_uniform", "sampled_midx_rq", "selective_random"])
 def test_loss_layer_measures_a_registry_heads_step_and_the_rows_its_gradient_reaches(head):
     """loss_layer's registry heads at a small n: a finite loss, the index build apart, and the floor the rows the

@@ -134,6 +134,25 @@ def test_deterministic_heads_give_the_cpu_loss_and_gradients_on_cuda(name):
         assert torch.allclose(a, grads["cuda"][k], atol=1e-6, rtol=1e-4), k
 
 
+@pytest.mark.parametrize("sparse_grad", [False, True])
+def test_sparse_route_dots_give_the_cpu_values_and_gradients_on_cuda(sparse_grad):
+    """`logits: sparse` (heads/row_dots.py: a sampled product and two CSR products, cuSPARSE on a GPU) against
+    the CPU's, repeated classes in a row included."""
+    from xcbench.heads.row_dots import SampledDots
+
+    g = torch.Generator().manual_seed(0)
+    h0, E0 = torch.randn(9, D, generator=g), torch.randn(N, D, generator=g)
+    ids, w = torch.randint(0, N, (9, 12), generator=g), torch.randn(9, 12, generator=g)
+    out = {}
+    for key, dev in DEVICES.items():
+        h, E = h0.clone().to(dev).requires_grad_(True), E0.clone().to(dev).requires_grad_(True)  # leaves of their own
+        dots = SampledDots.apply(h, E, ids.to(dev), sparse_grad)
+        (dots * w.to(dev)).sum().backward()
+        out[key] = (dots.detach().cpu(), h.grad.cpu(), E.grad.cpu().to_dense())
+    for a, b in zip(out["cpu"], out["cuda"]):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("sampler, params", [("midx_rq", {"K": 4}), ("rff", {"D": 16})])
 def test_a_cuda_run_cut_after_an_epoch_resumes_to_the_uninterrupted_metrics(tiny_xmc, tiny_exp, tmp_path, sampler, params):
     """Its checkpoint holds the generators' states and the CUDA stream's; read back onto the device, a CUDA

@@ -147,6 +147,34 @@ def test_row_dots_equal_autograds_bmm_bit_for_bit(sparse):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sampled_dots_equal_their_sums_with_repeated_classes(sparse):
+    """SampledDots (`logits: sparse`) against the definition, in float64: o_bj = h_b . e_s_bj, dL/dh_b =
+    sum_j g_bj e_s_bj, dL/de_c = sum over (b, j) with s_bj = c of g_bj h_b. Row 0 draws class 3 three times
+    and class 5 twice, so a repeat's gradient left out of its pair's sum shows; with `sparse` E's gradient
+    comes as the coalesced rows of every drawn class, nothing else."""
+    from xcbench.heads.row_dots import SampledDots
+
+    g = torch.Generator().manual_seed(0)
+    n, d = 30, 5
+    E0, h0 = torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(6, d, generator=g, dtype=torch.float64)
+    ids, w = torch.randint(0, n, (6, 8), generator=g), torch.randn(6, 8, generator=g, dtype=torch.float64)
+    ids[0] = torch.tensor([3, 3, 7, 3, 5, 0, 5, 29])
+    E, h = E0.clone().requires_grad_(True), h0.clone().requires_grad_(True)
+    dots = SampledDots.apply(h, E, ids, sparse)
+    (dots * w).sum().backward()
+    torch.testing.assert_close(dots, (h0.unsqueeze(1) * E0[ids]).sum(-1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(h.grad, (w.unsqueeze(2) * E0[ids]).sum(1), rtol=0, atol=1e-12)
+    want_E = torch.zeros(n, d, dtype=torch.float64)
+    for b in range(6):
+        for j in range(8):
+            want_E[ids[b, j]] += w[b, j] * h0[b]
+    torch.testing.assert_close(E.grad.to_dense(), want_E, rtol=0, atol=1e-12)
+    if sparse:
+        assert E.grad.is_sparse
+        assert torch.equal(E.grad.coalesce().indices()[0], torch.unique(ids))
+
+
 @pytest.mark.parametrize("tau", [1.0, 2.5])
 @pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize("absolute", [False, True])
@@ -196,10 +224,12 @@ def test_normalized_softmax_chunked_equals_its_materialised_loss(kw, multilabel)
                                 {"sparse_grad": True, "normalize": True, "tau": 5.0}, {"sparse_grad": True, "absolute": True},
                                 {"sparse_grad": True, "correct": "both"}])
 @pytest.mark.parametrize("multilabel", [False, True])
-def test_sampled_softmax_all_logits_equal_the_gathers(kw, multilabel):
-    """`logits: all` (one product with every class row, then each row's 1 + m picked) gives the gather's loss and
-    gradients to rounding, E's gradient as the same sparse rows (hits included: zero-valued rows a lazy
-    optimizer still steps), and one lazy-Adam step moves E alike."""
+@pytest.mark.parametrize("route", ["all", "sparse"])
+def test_sampled_softmax_all_and_sparse_logits_equal_the_gathers(kw, multilabel, route):
+    """`logits: all` (one product with every class row, then each row's 1 + m picked) and `logits: sparse` (the
+    sampled product over the draws' sparse pattern) give the gather's loss and gradients to rounding, E's gradient
+    as the same sparse rows (hits included: zero-valued rows a lazy optimizer still steps), and one lazy-Adam step
+    moves E alike. 30 draws from 400 classes repeat a class within a row in most rows."""
     from xcbench.optim.lazy_adam import LazyAdam
 
     g, n = torch.Generator().manual_seed(2), 400  # 240 draws leave most classes, and some targets, undrawn
@@ -208,7 +238,7 @@ def test_sampled_softmax_all_logits_equal_the_gathers(kw, multilabel):
         y[:, 0] = y[:, 0].clamp(min=0)
     h0 = torch.randn(8, 6, generator=g)
     out = []
-    for logits in ("gather", "all"):
+    for logits in ("gather", route):
         head = HEADS.get("sampled_softmax")(6, n, torch.Generator().manual_seed(0), m=30, logits=logits, **kw)
         h = h0.clone().requires_grad_(True)
         loss = head.loss(h, y, None, torch.Generator().manual_seed(3))
@@ -229,5 +259,6 @@ def test_sampled_softmax_refuses_an_unknown_logits_route_and_is_not_captured_wit
     make = HEADS.get("sampled_softmax")
     assert make(6, 40, torch.Generator(), logits="all").graph_safe  # no torch.unique in the step
     assert not make(6, 40, torch.Generator(), logits="all", sparse_grad=True).graph_safe
+    assert not make(6, 40, torch.Generator(), logits="sparse").graph_safe
     with pytest.raises(ValueError, match="logits must be one of"):
         make(6, 40, torch.Generator().manual_seed(0), logits="dense")

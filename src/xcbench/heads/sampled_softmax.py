@@ -29,7 +29,11 @@ and rebuilt from all rows at every epoch start.
 times (gather, dots, two backward products) and coalescing their gradient. It pays once B m is
 about 4-8 times n (benchmarks/out/sampled_logits.md, one step alone): MIDX Table 9 at AmazonCat-13K gathers 256K
 rows of 13,330 classes a step (benchmarks/out/train_step_midx_table9_*).
-The logits and gradients agree with the gather's to rounding (a GEMM sums in another order), and with
+`logits: sparse` computes the B (1 + m) dots as a sampled product over the sparse (B, n) pattern of the draws and
+both gradients as sparse-dense products: the gather's B m d multiply-adds without its (B, m, d) rows
+(heads/row_dots.py): 1.8x less time than the gather for the output layer's step at PTB's B = 700, m = 100,
+d = 200, about the gather's where B m is at most 4 n (benchmarks/out/sampled_logits*.md).
+The logits and gradients of both agree with the gather's to rounding (they sum in another order), and with
 `sparse_grad` E's gradient is handed on as the same sparse rows (the batch's classes, hits included), so a lazy
 optimizer moves the same rows. The default stays `gather`. log q is a constant (detached); a trainable
 proposal takes its own step at every training step (`fit_step(h, E)`, E the raw class table, which
@@ -46,6 +50,7 @@ import torch.nn.functional as F
 
 from xcbench.heads.base import check_param
 from xcbench.heads.normalized_softmax import NormalizedSoftmax
+from xcbench.heads.row_dots import RowDots, SampledDots, SparseRows
 from xcbench.registry import HEADS, SAMPLERS
 from xcbench.samplers.base import Sampler
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
@@ -55,44 +60,7 @@ FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
 
 CORRECTIONS = ("negatives", "both")
-LOGITS = ("gather", "all")  # how the 1 + m logits of a row are computed (module docstring)
-
-
-class RowDots(torch.autograd.Function):
-    """dots (B, k) = h (B, 1, d) . E_s (B, k, d), computed as torch.bmm(h, E_s^T) computes them (the same
-    products, bit for bit), with a backward that writes the rows' gradient g_bk h_b in E_s's own layout.
-    Autograd's bmm backward returns it transposed, and making it contiguous for the embedding's backward
-    took 42 of a 74-ms step at B = 256, m = 100, d = 128 on one CPU thread (xcbench/faces quick). The
-    outer product is a bmm with an inner size of 1 (exact products), 9x faster there than a broadcast mul."""
-
-    @staticmethod
-    def forward(ctx, h, E_s):
-        ctx.save_for_backward(h, E_s)
-        return torch.bmm(h, E_s.transpose(1, 2)).squeeze(1)                                   # (B, k)
-
-    @staticmethod
-    def backward(ctx, g):
-        h, E_s = ctx.saved_tensors
-        g = g.unsqueeze(1)                                                                    # (B, 1, k)
-        g_h = torch.bmm(g, E_s) if ctx.needs_input_grad[0] else None                          # (B, 1, d)
-        g_E = torch.bmm(g.transpose(1, 2), h) if ctx.needs_input_grad[1] else None            # (B, k, d)
-        return g_h, g_E
-
-
-class SparseRows(torch.autograd.Function):
-    """E itself forward; backward, E's dense gradient (n, d) handed on as the sparse rows `rows` (sorted, unique:
-    already coalesced), the layout `F.embedding(sparse=True)` gives. Rows outside `rows` must have zero gradient."""
-
-    @staticmethod
-    def forward(ctx, E, rows):
-        ctx.rows = rows
-        return E.view_as(E)
-
-    @staticmethod
-    def backward(ctx, g):
-        R = ctx.rows                                                                          # (r,)
-        return torch.sparse_coo_tensor(R.unsqueeze(0), g[R], g.shape, is_coalesced=True,
-                                       check_invariants=False), None
+LOGITS = ("gather", "all", "sparse")  # how the 1 + m logits of a row are computed (heads/row_dots.py)
 
 
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
@@ -151,10 +119,10 @@ class SampledSoftmax(NormalizedSoftmax):
 
     @property
     def graph_safe(self) -> bool:
-        """Capturable (graphs.py) unless a step calls torch.unique (the sampler refreshes rows after each step, or
-        `logits: all` hands on sparse rows) or the sampler trains."""
+        """Capturable (graphs.py) unless a step calls torch.unique (the sampler refreshes rows after each step,
+        `logits: all` hands on sparse rows, or `logits: sparse`) or the sampler trains."""
         return (not self.sampler.updates_rows and type(self.sampler).fit_step is Sampler.fit_step
-                and not (self.logits == "all" and self.sparse_grad))
+                and not (self.logits == "all" and self.sparse_grad) and self.logits != "sparse")
 
     def setup(self, stats: dict) -> None:
         self.sampler.setup(stats["label_counts"])
@@ -209,12 +177,25 @@ class SampledSoftmax(NormalizedSoftmax):
         return {"cdf": {"ranks": r, "first": {"softmax": c[0][0], "sampler": c[0][1]},
                         "last": {"softmax": c[1][0], "sampler": c[1][1]}}}
 
-    def _cos(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """h (B, 1, d) against class rows `ids` (B, k): dots divided by the rows' norms when normalising,
-        without materialising normalised (B, k, d) copies (the step's cost is these passes)."""
+    @property
+    def _dots(self) -> dict:
+        """The `logits` routes: h (B, d) against class rows `ids` (B, k) -> (B, k), divided by the rows' norms when
+        normalising, without normalised copies of the rows (heads/row_dots.py)."""
+        return {"gather": self._cos, "all": self._cos_all, "sparse": self._cos_sparse}
+
+    def _cos(self, h: torch.Tensor, ids: torch.Tensor, touched: torch.Tensor | None = None) -> torch.Tensor:
+        """One gather of the rows (B, k, d) (the step's cost is its passes over them)."""
         E_s = F.embedding(ids, self.E, sparse=self.sparse_grad)                               # (B, k, d)
-        dots = RowDots.apply(h, E_s)                                                          # (B, k)
+        dots = RowDots.apply(h.unsqueeze(1), E_s)                                             # (B, k)
         return dots / E_s.norm(dim=-1).clamp(min=1e-12) if self.normalize else dots
+
+    def _cos_sparse(self, h: torch.Tensor, ids: torch.Tensor, touched: torch.Tensor | None = None) -> torch.Tensor:
+        """The same dots from the sparse (B, n) pattern of the ids, no (B, k, d) rows."""
+        dots = SampledDots.apply(h, self.E, ids, self.sparse_grad)                            # (B, k)
+        if not self.normalize:
+            return dots
+        drawn, at = torch.unique(ids, return_inverse=True)                                   # (U,), (B, k)
+        return dots / F.embedding(drawn, self.E, sparse=self.sparse_grad).norm(dim=1).clamp(min=1e-12)[at]
 
     def _cos_all(self, h: torch.Tensor, ids: torch.Tensor, touched: torch.Tensor | None) -> torch.Tensor:
         """What `_cos` returns, from one product of h (B, d) with every class row (`logits: all`)."""
@@ -244,10 +225,7 @@ class SampledSoftmax(NormalizedSoftmax):
             touched = torch.unique(all_ids)
         if refresh:
             self._touched = touched
-        if self.logits == "all":
-            o = self._logit(self._cos_all(h, all_ids, touched))                                # (B, 1 + m)
-        else:
-            o = self._logit(self._cos(h.unsqueeze(1), all_ids))                                # (B, 1 + m): one gather
+        o = self._logit(self._dots[self.logits](h, all_ids, touched))                          # (B, 1 + m)
         o_t, o_s = o[:, 0], o[:, 1:]
         hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
         main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m, log_q_t).mean()
