@@ -216,6 +216,14 @@ def run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--features", default=None, help="data/features/<dataset>/<extractor><dim>.pt where the task uses one")
 
 
+def with_logits(exp: dict, method: str, logits: str | None) -> dict:
+    """`exp` with one sampled method's `params.logits` replaced (None: `exp` itself)."""
+    if logits is None:
+        return exp
+    spec = exp["methods"][method]
+    return {**exp, "methods": {**exp["methods"], method: {**spec, "params": {**spec.get("params", {}), "logits": logits}}}}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_args(p)
@@ -228,6 +236,9 @@ def main() -> None:
                    "--threads`; default: torch's, all cores)")
     p.add_argument("--draws", nargs="+", default=[None], choices=["cpu", "device"],
                    help="train.draws to time (default: the experiment's); several: each method once per choice")
+    p.add_argument("--logits", nargs="+", default=[None], choices=["gather", "all", "sparse"],
+                   help="a sampled head's `logits` route to time (default: the experiment's); several: each sampled "
+                        "method once per route, its row named `method (route)`; other heads are left out")
     p.add_argument("--name", help="output name in benchmarks/out (default train_step_<paper>_<artifact>_<scale>)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones (default 1). A sampled "
                    "head under dense Adam needs ~40 on the CPU: its first steps take sqrt over zero second moments, "
@@ -272,15 +283,18 @@ def main() -> None:
     shape = proxy_rows(task, a.epoch_rows, a.epoch_scale) if a.epoch_rows or a.epoch_scale else None
     rate = gemm_gflops(device)
     name = a.name or f"train_step_{exp['paper']}_{exp['artifact']}_{a.scale}"
-    methods = list(itertools.product(a.methods or list(exp["methods"]), a.draws))
-    rows = kept_rows(a.out_dir / f"{name}.json", {m for m, _ in methods}) if a.merge else []
-    for i, (method, draws) in enumerate(methods):
+    methods = [(m, d, lg) for m, d, lg in itertools.product(a.methods or list(exp["methods"]), a.draws, a.logits)
+               if lg is None or exp["methods"][m].get("head") == "sampled_softmax"]
+    rows = kept_rows(a.out_dir / f"{name}.json", {m for m, _, _ in methods}) if a.merge else []
+    for i, (method, draws, logits) in enumerate(methods):
         try:
-            r = one(exp, task, a.dataset, method, device, a.steps, evaluate=not a.skip_eval, draws=draws,
-                    warmup=a.warmup, cuda_graph=a.cuda_graph, rows=shape)
+            r = one(with_logits(exp, method, logits), task, a.dataset, method, device, a.steps,
+                    evaluate=not a.skip_eval, draws=draws, warmup=a.warmup, cuda_graph=a.cuda_graph, rows=shape)
         except ConfigError as e:  # --cuda-graph on a head that cannot be captured (or without a GPU)
             print(f"train_step: {method}: left out: {e}", flush=True)
             continue
+        if logits:  # a route other than the run's: its own row name, which no run's plan entry reads
+            r = {**r, "method": f"{method} ({logits})", "logits": logits}
         rows.append({**r, "floor_ms": 1e3 * r["matmul_gflop"] / rate, "gemm_gflops": rate,
                      "paper": exp["paper"], "artifact": exp["artifact"], "dataset": a.dataset, "scale": a.scale,
                      "device": device_name(device), "torch": torch.__version__,

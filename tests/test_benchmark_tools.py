@@ -271,6 +271,25 @@ def test_seqrec_shape_proxy_has_the_real_sets_items_and_mean_length_and_projects
     assert r["batches_per_epoch"] == 1_000 // 16 + 1 and r["eval_s"] == pytest.approx(F)
 
 
+def test_train_step_times_a_sampled_head_by_the_logits_route_asked_for(tiny_xmc, tiny_exp):
+    """--logits: the step is built with the route asked for (read back from the head), the experiment itself is
+    left as it was, and None keeps the experiment's own route."""
+    import torch
+
+    from xcbench.config import normalise_methods
+    from xcbench.tasks.base import make_task
+
+    built, ts = _load("built"), _load("train_step")
+    processed, feats, entry = tiny_xmc
+    tiny_exp["methods"] = normalise_methods({"uniform": {"head": "sampled_softmax", "params": {"m": 5}}})
+    task = make_task(tiny_exp, entry, processed, feats, torch.device("cpu"), 0)
+    for route in ("sparse", "all", None):
+        exp = ts.with_logits(tiny_exp, "uniform", route)
+        model = built.build(exp, task, "synthetic-xmc-tiny", "uniform", torch.device("cpu"))[2]
+        assert model.head.logits == (route or "gather")
+    assert "logits" not in tiny_exp["methods"]["uniform"]["params"]
+
+
 def test_train_step_merge_keeps_the_rows_of_the_methods_not_measured_now(tmp_path):
     """--merge (shape_proxy.py passes it): an earlier file's rows survive for the methods measured apart, and a
     method measured again loses its old row."""
