@@ -58,9 +58,7 @@ class SparseRows(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        R = ctx.rows                                                                          # (r,)
-        return torch.sparse_coo_tensor(R.unsqueeze(0), g[R], g.shape, is_coalesced=True,
-                                       check_invariants=False), None
+        return _sparse_rows(ctx.rows, g[ctx.rows], g.shape), None
 
 
 class SampledDots(torch.autograd.Function):
@@ -74,7 +72,7 @@ class SampledDots(torch.autograd.Function):
         rows = torch.arange(B, device=ids.device).unsqueeze(1)                               # (B, 1)
         pairs, inv = torch.unique((rows * n + ids).reshape(-1), return_inverse=True)         # (P,), (B k,): sorted
         r, c = pairs // n, pairs % n                                                         # (P,) row-major order
-        crow = _offsets(r, B)                                                                # (B + 1,)
+        crow = _offsets(torch.bincount(r, minlength=B))                                      # (B + 1,)
         pattern = _csr(crow, c, torch.zeros(len(pairs), dtype=h.dtype, device=h.device), (B, n))
         o = torch.sparse.sampled_addmm(pattern, h, E.T, beta=0.0).values()                   # (P,)
         ctx.save_for_backward(h, E, inv, r, c, crow)
@@ -88,24 +86,27 @@ class SampledDots(torch.autograd.Function):
         G = torch.zeros(P, dtype=g.dtype, device=g.device).index_add_(0, inv, g.reshape(-1))  # (P,): repeats summed
         g_h = g_E = None
         if ctx.needs_input_grad[0]:
-            g_h = _csr(crow, c, G, (B, n)) @ E                            # (B, d)
+            g_h = _csr(crow, c, G, (B, n)) @ E                                               # (B, d)
         if ctx.needs_input_grad[1]:
             by_class = torch.argsort(c, stable=True)                                         # (P,): class-major
             drawn, counts = torch.unique_consecutive(c[by_class], return_counts=True)       # (U,), (U,)
-            offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])                     # (U + 1,)
-            g_U = _csr(offsets, r[by_class], G[by_class], (len(drawn), B)) @ h               # (U, d): drawn rows
+            g_U = _csr(_offsets(counts), r[by_class], G[by_class], (len(drawn), B)) @ h       # (U, d): drawn rows
             if ctx.sparse_grad:
-                g_E = torch.sparse_coo_tensor(drawn.unsqueeze(0), g_U, E.shape, is_coalesced=True,
-                                              check_invariants=False)
+                g_E = _sparse_rows(drawn, g_U, E.shape)
             else:
                 g_E = torch.zeros_like(E).index_copy_(0, drawn, g_U)                         # (n, d)
         return g_h, g_E, None, None
 
 
-def _offsets(sorted_rows: torch.Tensor, n_rows: int) -> torch.Tensor:
-    """CSR row offsets (n_rows + 1,) of entries whose row indices `sorted_rows` are in ascending order."""
-    counts = torch.bincount(sorted_rows, minlength=n_rows)                                  # (n_rows,)
+def _offsets(counts: torch.Tensor) -> torch.Tensor:
+    """CSR row offsets (R + 1,) of entries sorted by row, from each row's count (R,)."""
     return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def _sparse_rows(rows: torch.Tensor, values: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """The gradient of a class table as the rows `rows` (sorted, unique: already coalesced) holding `values`, the
+    layout `F.embedding(sparse=True)` hands on."""
+    return torch.sparse_coo_tensor(rows.unsqueeze(0), values, shape, is_coalesced=True, check_invariants=False)
 
 
 def _csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, shape: tuple) -> torch.Tensor:
