@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import shutil
 from pathlib import Path
@@ -176,6 +177,7 @@ def main() -> None:
     p.add_argument("--train", type=int, default=0, help="train this many epochs here instead (quick scale)")
     p.add_argument("--epochs", type=int, default=None, help="override the scale's epochs (with --train)")
     p.add_argument("--val-every", type=int, default=5, help="measure the mass on the validation split every N epochs")
+    p.add_argument("--again", action="store_true", help="measure every epoch again (default: reuse out/'s rows)")
     p.add_argument("--work", type=Path, default=REPO / "studies" / "midx_kl_drift" / "work")
     p.add_argument("--processed", type=Path, default=REPO / "data" / "processed" / "ptb" / "dataset.npz")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
@@ -196,13 +198,18 @@ def main() -> None:
     sampler = own if own is not None and own.needs_index else SAMPLERS.get(a.index)(task.n_classes, K=a.K)
     count = torch.bincount(task.tokens["train"].long(), minlength=task.n_classes)              # (n,)
     rare = count.argsort()[: int(0.9 * task.n_classes)]                                       # the rarest 90%
+    name = f"drift_{a.scale}_{a.method}"
+    done = {}  # rows measured by an earlier call on the same run (a run's checkpoints come in over hours)
+    if (a.out / f"{name}.json").exists() and not a.again:
+        done = {r["epoch"]: r for r in json.loads((a.out / f"{name}.json").read_text())["rows"]}
     rows = []
     for e in sorted(cks):
         if e - 1 in cks:
             on_val = a.val_every > 0 and (e % a.val_every == 0 or e == max(cks))
-            rows.append(measure(model, sampler, task, rare, cks[e - 1], cks[e], on_val))
+            old = done.get(e)
+            rows.append(old if old and ("val_mass_rare" in old or not on_val)
+                        else measure(model, sampler, task, rare, cks[e - 1], cks[e], on_val))
             print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
-    name = f"drift_{a.scale}_{a.method}"
     a.out.mkdir(parents=True, exist_ok=True)
     write_json(a.out / f"{name}.json", {"scale": a.scale, "method": a.method, "seed": a.seed, "rows": rows})
     write_text(a.out / f"{name}.md", table(rows, f"MIDX's proposal against the softmax, xcbench lm, {a.scale} scale, "
