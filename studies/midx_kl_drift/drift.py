@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import shutil
 from pathlib import Path
@@ -43,7 +42,7 @@ import torch
 from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.checkpoint import StopAfter
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.io import write_json, write_text
+from xcbench.io import read_json, write_json, write_text
 from xcbench.registry import SAMPLERS
 from xcbench.run import make_run
 from xcbench.step import setup_head
@@ -71,10 +70,11 @@ def train_epochs(run, task, epochs: int, work: Path) -> Path:
 
 
 def by_epoch(folder: Path) -> dict[int, dict]:
-    """The checkpoints in `folder`, by the epoch each holds (the file names do not matter)."""
+    """The checkpoints in `folder`, by the epoch each holds (the file names do not matter); memory-mapped, so a
+    run's 40 checkpoints are not all read into memory and an epoch whose row is reused is never read."""
     out = {}
     for f in sorted(folder.glob("*.pt")):
-        ck = torch.load(f, weights_only=True, map_location="cpu")
+        ck = torch.load(f, weights_only=True, map_location="cpu", mmap=True)
         out[int(ck["epoch"])] = ck
     return out
 
@@ -147,11 +147,10 @@ def spearman(x: list[float], y: list[float]) -> float:
     return torch.corrcoef(torch.stack([rx, ry]))[0, 1].item()
 
 
-COLUMNS = [("epoch", "{:d}"), ("val_ppl", "{:.1f}"), ("kl_logged", "{:.3f}"), ("kl_stale", "{:.3f}"),
-           ("kl_fresh", "{:.3f}"),
-           ("res_stale", "{:.3f}"), ("res_fresh", "{:.3f}"), ("move", "{:.3f}"), ("mass_rare", "{:.3f}"), ("freq_rare", "{:.3f}"),
-           ("val_mass_rare", "{:.3f}"), ("val_freq_rare", "{:.3f}"),
-           ("c_norm", "{:.2f}"), ("h_norm", "{:.2f}"), ("codewords_rebuilt_diff", "{:.1e}")]
+COLUMNS = [("epoch", "{:d}"), ("val_ppl", "{:.1f}"), ("kl_logged", "{:.3f}"), ("kl_stale", "{:.3f}"), ("kl_fresh", "{:.3f}"),
+           ("res_stale", "{:.3f}"), ("res_fresh", "{:.3f}"), ("move", "{:.3f}"), ("mass_rare", "{:.3f}"),
+           ("freq_rare", "{:.3f}"), ("val_mass_rare", "{:.3f}"), ("val_freq_rare", "{:.3f}"), ("c_norm", "{:.2f}"),
+           ("h_norm", "{:.2f}"), ("codewords_rebuilt_diff", "{:.1e}")]
 
 
 def table(rows: list[dict], title: str) -> str:
@@ -201,7 +200,7 @@ def main() -> None:
     name = f"drift_{a.scale}_{a.method}"
     done = {}  # rows measured by an earlier call on the same run (a run's checkpoints come in over hours)
     if (a.out / f"{name}.json").exists() and not a.again:
-        done = {r["epoch"]: r for r in json.loads((a.out / f"{name}.json").read_text())["rows"]}
+        done = {r["epoch"]: r for r in read_json(a.out / f"{name}.json")["rows"]}
     rows = []
     for e in sorted(cks):
         if e - 1 in cks:
