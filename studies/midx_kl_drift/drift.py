@@ -45,6 +45,7 @@ from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, write_json, write_text
 from xcbench.registry import SAMPLERS
 from xcbench.run import make_run
+from xcbench.samplers.base import proposal_kl
 from xcbench.step import setup_head
 from xcbench.tasks.base import task_of
 from xcbench.train import FitOptions, _probe_h, fit, model_of
@@ -97,15 +98,9 @@ def index_of(model, sampler, ck: dict) -> None:
         sampler.update(classes(model), g)
 
 
-def kl(sampler, h: torch.Tensor, C: torch.Tensor, chunk: int = 256) -> float:
+def kl(sampler, h: torch.Tensor, C: torch.Tensor) -> float:
     """mean over h of KL(softmax(h C^T) || q(. | h)), exact over all n classes (float64)."""
-    n, out = len(C), []
-    for s in range(0, len(h), chunk):
-        hb = h[s:s + chunk]                                                                   # (b, d)
-        logp = torch.log_softmax((hb @ C.T).double(), 1)                                      # (b, n)
-        logq = sampler.log_prob(hb, torch.arange(n).expand(len(hb), n)).double()              # (b, n)
-        out.append((logp.exp() * (logp - logq)).sum(1))
-    return torch.cat(out).mean().item()
+    return proposal_kl(sampler, h, lambda hb: hb @ C.T)[0].mean().item()
 
 
 def residual_share(sampler, C: torch.Tensor, stale: bool) -> float:

@@ -52,7 +52,7 @@ from xcbench.heads.base import check_param
 from xcbench.heads.normalized_softmax import NormalizedSoftmax
 from xcbench.heads.row_dots import RowDots, SampledDots, SparseRows
 from xcbench.registry import HEADS, SAMPLERS
-from xcbench.samplers.base import Sampler
+from xcbench.samplers.base import Sampler, proposal_kl
 from xcbench.samplers.frequency import RANKS, cumulative_curves, ranks
 from xcbench.seed import rand
 
@@ -149,15 +149,9 @@ class SampledSoftmax(NormalizedSoftmax):
         (samplers/frequency.py), whose curves `report` returns (MIDX Figure 5)."""
         if y.dim() != 1 or (self.sampler.needs_index and not self._built):
             return {}
-        h, n, kl = self._unit(h), self.n_classes, []
-        p_sum = torch.zeros(n, dtype=torch.float64, device=h.device)                         # sum of softmax rows
-        for s in range(0, len(h), 256):
-            hb = h[s:s + 256]                                                                 # (b, d)
-            logp = torch.log_softmax(self.scores(hb).double(), 1)                             # (b, n)
-            logq = self.sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()
-            kl.append((logp.exp() * (logp - logq)).sum(1))
-            p_sum += logp.exp().sum(0)
-        v = torch.cat(kl).mean().item()
+        h = self._unit(h)
+        kl, p_sum = proposal_kl(self.sampler, h, self.scores)                                # (B,), (n,)
+        v = kl.mean().item()
         g = torch.Generator().manual_seed(0)
         ids, _ = self.sampler.sample(h, FREQ_DRAWS, g)                                       # (B, S)
         curves = cumulative_curves(p_sum / len(h), ids, self.order)                          # (2, R)

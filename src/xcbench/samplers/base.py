@@ -19,12 +19,31 @@ Convention shared by every sampler and the sampled-softmax head:
 - `update(class_emb, gen)` rebuilds the index with an explicit generator (k-means seeds). Index
   state lives in buffers or is rebuilt deterministically at every epoch start, so a resumed run
   gives the same draws as an uninterrupted one.
+
+`proposal_kl` measures how far a proposal is from the softmax it stands for, exact over all n classes:
+    KL_b = sum_c p(c | h_b) (log p(c | h_b) - log q(c | h_b)),   p = softmax(o(h_b))
+(MIDX Table 5's KL; the sampled head logs its mean as `kl_proposal`).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+
+@torch.no_grad()
+def proposal_kl(sampler, h: torch.Tensor, scores, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """KL(softmax(scores(h_b)) || q(. | h_b)) for every query row b (float64, exact over all n classes), and the
+    sum of the softmax rows (the mean predicted mass per class times B). `scores`: (b, d) -> (b, n) logits."""
+    kl, p_sum = [], None
+    for s in range(0, len(h), chunk):
+        hb = h[s:s + chunk]                                                                   # (b, d)
+        logp = torch.log_softmax(scores(hb).double(), 1)                                      # (b, n)
+        n = logp.shape[1]
+        logq = sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()  # (b, n)
+        kl.append((logp.exp() * (logp - logq)).sum(1))
+        p_sum = logp.exp().sum(0) if p_sum is None else p_sum + logp.exp().sum(0)             # (n,)
+    return torch.cat(kl), p_sum
 
 
 class Sampler(nn.Module):
