@@ -51,23 +51,30 @@ from xcbench.tasks.base import task_of
 from xcbench.train import FitOptions, _probe_h, fit, model_of
 
 REPO = Path(__file__).resolve().parents[2]
+PLATEAU = {"metric": "ppl", "mode": "min", "factor": 0.25, "patience": 2, "min_delta": 0.1, "min_lr": 1e-6,
+           "stop_patience": 10}
 CPU = torch.device("cpu")
 _spec = importlib.util.spec_from_file_location("mass", REPO / "studies" / "selective_lm_mass" / "mass.py")
 mass = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mass)
 
 
-def train_epochs(run, task, epochs: int, work: Path) -> Path:
+def train_epochs(run, task, epochs: int, work: Path) -> tuple[Path, dict]:
     """Train `run` epoch by epoch (fit resumes from its checkpoint: the same run as uninterrupted), copying the
-    checkpoint after each epoch to work/ckpt/epochNNN.pt."""
+    checkpoint after each epoch to work/ckpt/epochNNN.pt, until its epochs are done or its schedule stops it;
+    returns the folder and the run's test metrics at its selected epoch."""
     (work / "ckpt").mkdir(parents=True, exist_ok=True)
     for e in range(1, epochs + 1):
         try:
-            fit(model_of(run, task), task, run.train, work / "run", run.seed, CPU, FitOptions(stop_after=e), spec=run.spec)
+            res = fit(model_of(run, task), task, run.train, work / "run", run.seed, CPU, FitOptions(stop_after=e),
+                      spec=run.spec)
         except StopAfter:
-            pass
+            res = None
         shutil.copy(work / "run" / "checkpoint.pt", work / "ckpt" / f"epoch{e:03d}.pt")
-    return work / "ckpt"
+        if res is not None:  # trained to the end, or stopped by the schedule (`plateau`)
+            return work / "ckpt", {"test": res["test"], "best_epoch": res["best_epoch"],
+                                   "epochs_trained": res["history"][-1]["epoch"]}
+    return work / "ckpt", {}
 
 
 def by_epoch(folder: Path) -> dict[int, dict]:
@@ -122,7 +129,7 @@ def measure(model, sampler, task, rare: torch.Tensor, prev: dict, ck: dict, on_v
     p = torch.softmax(model.head.scores(h).double(), 1)                                       # (P, n) the model's own
     h = model.head._unit(h) if hasattr(model.head, "_unit") else h
     own = sampler is getattr(model.head, "sampler", None)
-    row = {"epoch": int(ck["epoch"]), "val_ppl": ck["history"][-1].get("val_ppl", math.nan),
+    row = {"epoch": int(ck["epoch"]), "lr": ck["history"][-1]["lr"], "val_ppl": ck["history"][-1].get("val_ppl", math.nan),
            "kl_logged": ck["history"][-1].get("kl_proposal", math.nan),
            "codewords_rebuilt_diff": (U_built - sampler.U).abs().max().item() if own else math.nan,
            "mass_rare": p[:, rare].sum(1).mean().item(), "freq_rare": torch.isin(y, rare).double().mean().item(),
@@ -142,7 +149,8 @@ def spearman(x: list[float], y: list[float]) -> float:
     return torch.corrcoef(torch.stack([rx, ry]))[0, 1].item()
 
 
-COLUMNS = [("epoch", "{:d}"), ("val_ppl", "{:.1f}"), ("kl_logged", "{:.3f}"), ("kl_stale", "{:.3f}"), ("kl_fresh", "{:.3f}"),
+COLUMNS = [("epoch", "{:d}"), ("lr", "{:.1e}"), ("val_ppl", "{:.1f}"), ("kl_logged", "{:.3f}"), ("kl_stale", "{:.3f}"),
+           ("kl_fresh", "{:.3f}"),
            ("res_stale", "{:.3f}"), ("res_fresh", "{:.3f}"), ("move", "{:.3f}"), ("mass_rare", "{:.3f}"),
            ("freq_rare", "{:.3f}"), ("val_mass_rare", "{:.3f}"), ("val_freq_rare", "{:.3f}"), ("c_norm", "{:.2f}"),
            ("h_norm", "{:.2f}"), ("codewords_rebuilt_diff", "{:.1e}")]
@@ -170,6 +178,9 @@ def main() -> None:
     p.add_argument("--checkpoints", type=Path, help="a folder of the run's epoch checkpoints (copies)")
     p.add_argument("--train", type=int, default=0, help="train this many epochs here instead (quick scale)")
     p.add_argument("--epochs", type=int, default=None, help="override the scale's epochs (with --train)")
+    p.add_argument("--plateau", action="store_true",
+                   help="with --train: decay the lr by 1/4 after 2 epochs without a 0.1 gain in validation "
+                        "perplexity (MIDX Table 4's rule; min lr 1e-6), stop after 10 (outputs named *_plateau)")
     p.add_argument("--val-every", type=int, default=5, help="measure the mass on the validation split every N epochs")
     p.add_argument("--again", action="store_true", help="measure every epoch again (default: reuse out/'s rows)")
     p.add_argument("--work", type=Path, default=REPO / "studies" / "midx_kl_drift" / "work")
@@ -181,8 +192,12 @@ def main() -> None:
     run = make_run(exp, "ptb", a.method, a.seed)
     if a.epochs:
         run.train["epochs"] = a.epochs                                                        # the spec's too
+    if a.plateau:  # the spec's train too: the run's checkpoint is its own
+        run.train["schedule"], run.train["plateau"] = "plateau", PLATEAU
     task = task_of(run, dataset_entry("ptb", load_datasets()), str(a.processed), None, CPU)
-    folder = train_epochs(run, task, a.train, a.work / a.scale / a.method) if a.train else a.checkpoints
+    name = f"drift_{a.scale}_{a.method}" + ("_plateau" if a.plateau else "")
+    folder, result = (train_epochs(run, task, a.train, a.work / a.scale / name) if a.train
+                      else (a.checkpoints, {}))
     if folder is None:
         p.error("give --checkpoints DIR (a run's epoch checkpoints) or --train N")
     cks = by_epoch(folder)
@@ -192,7 +207,6 @@ def main() -> None:
     sampler = own if own is not None and own.needs_index else SAMPLERS.get(a.index)(task.n_classes, K=a.K)
     count = torch.bincount(task.tokens["train"].long(), minlength=task.n_classes)              # (n,)
     rare = count.argsort()[: int(0.9 * task.n_classes)]                                       # the rarest 90%
-    name = f"drift_{a.scale}_{a.method}"
     done = {}  # rows measured by an earlier call on the same run (a run's checkpoints come in over hours)
     if (a.out / f"{name}.json").exists() and not a.again:
         done = {r["epoch"]: r for r in read_json(a.out / f"{name}.json")["rows"]}
@@ -205,9 +219,14 @@ def main() -> None:
                         else measure(model, sampler, task, rare, cks[e - 1], cks[e], on_val))
             print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
-    write_json(a.out / f"{name}.json", {"scale": a.scale, "method": a.method, "seed": a.seed, "rows": rows})
+    write_json(a.out / f"{name}.json", {"scale": a.scale, "method": a.method, "seed": a.seed,
+                                        "train": {k: run.train.get(k) for k in ("lr", "schedule", "plateau")},
+                                        "result": result, "rows": rows})
+    sched = " (lr: MIDX Table 4's plateau rule)" if a.plateau else ""
+    tested = (f"\nTest perplexity at the selected epoch {result['best_epoch']} (of {result['epochs_trained']} trained): "
+              f"{result['test']['ppl']:.1f}.\n" if result else "")
     write_text(a.out / f"{name}.md", table(rows, f"MIDX's proposal against the softmax, xcbench lm, {a.scale} scale, "
-                                                 f"{a.method}, seed {a.seed}"))
+                                                 f"{a.method}, seed {a.seed}{sched}") + tested)
 
 
 if __name__ == "__main__":
