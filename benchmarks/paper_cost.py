@@ -192,8 +192,8 @@ def markdown(rows: list[dict]) -> str:
     resumable = sum(r["checkpoint_epoch"] is not None for r in rows)
     lines += ["", f"Measured runs still to train: {hours(tot['cpu'])} CPU-hours or {hours(tot['gpu'])} GPU-hours "
               "(each total over the runs measured on that kind of machine; an unfinished run owes the epochs after "
-              f"its checkpoint in this work tree, {resumable} have one, else its whole run, even where the reference "
-              "tree keeps it cut short). The whole paper scale from scratch, over the runs "
+              f"its checkpoint in this work tree, {resumable} {'has' if resumable == 1 else 'have'} one, else its whole "
+              "run, even where the reference tree keeps it cut short). The whole paper scale from scratch, over the runs "
               f"measured: {hours(sum(scratch['cpu']))} CPU-hours ({len(scratch['cpu'])} runs) or "
               f"{hours(sum(scratch['gpu']))} GPU-hours ({len(scratch['gpu'])} runs).{early_stop_note(rows)}", "",
               "## Runs with a measured step rate", "",
