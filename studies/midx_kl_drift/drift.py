@@ -27,6 +27,8 @@ with KL_stale says the embeddings became harder to quantize with K codewords (no
     python studies/midx_kl_drift/drift.py --method midx_rq --scale quick --train 6     # trains, ~1 min
     python studies/midx_kl_drift/drift.py --method midx_pq --scale paper --checkpoints DIR
         # DIR: copies of results/paper/xcbench/lm/ptb/midx_pq/seed0/checkpoint.pt after each epoch
+    python studies/midx_kl_drift/drift.py --method midx_pq --scale paper --train 40 --plateau
+        # trains the run under MIDX Table 4's decaying lr rule instead (1.35 h on one thread), then measures it
 """
 
 from __future__ import annotations
