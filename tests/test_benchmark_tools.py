@@ -118,7 +118,7 @@ def test_paper_cost_plan_counts_kept_and_cut_runs_and_what_they_still_owe(tmp_pa
     assert ("fig3", "full") not in rows  # Figure 2 owns the identical Full run
     md = paper_cost.markdown(list(rows.values()))
     assert "| rff | fig3 | 3 | 0 | 1 | 2 | 1.20 (1) | - | 2 |" in md
-    assert "1 have one, else its whole run" in md and "from scratch, over the runs measured: 2.00 CPU-hours (1 runs)" in md
+    assert "1 has one, else its whole run" in md and "from scratch, over the runs measured: 2.00 CPU-hours (1 runs)" in md
 
 
 def test_paper_cost_compares_kept_runs_own_steps_with_their_records():
