@@ -41,8 +41,9 @@ def proposal_kl(sampler, h: torch.Tensor, scores, chunk: int = 256) -> tuple[tor
         logp = torch.log_softmax(scores(hb).double(), 1)                                      # (b, n)
         n = logp.shape[1]
         logq = sampler.log_prob(hb, torch.arange(n, device=h.device).expand(len(hb), n)).double()  # (b, n)
-        kl.append((logp.exp() * (logp - logq)).sum(1))
-        p_sum = logp.exp().sum(0) if p_sum is None else p_sum + logp.exp().sum(0)             # (n,)
+        p = logp.exp()                                                                        # (b, n)
+        kl.append((p * (logp - logq)).sum(1))
+        p_sum = p.sum(0) if p_sum is None else p_sum + p.sum(0)                               # (n,)
     return torch.cat(kl), p_sum
 
 
