@@ -194,6 +194,8 @@ def main() -> None:
     run = make_run(exp, "ptb", a.method, a.seed)
     if a.epochs:
         run.train["epochs"] = a.epochs                                                        # the spec's too
+    if a.plateau and not a.train:
+        p.error("--plateau sets the schedule of a run trained here: give --train N too")
     if a.plateau:  # the spec's train too: the run's checkpoint is its own
         run.train["schedule"], run.train["plateau"] = "plateau", PLATEAU
     task = task_of(run, dataset_entry("ptb", load_datasets()), str(a.processed), None, CPU)
