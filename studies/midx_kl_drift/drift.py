@@ -183,6 +183,9 @@ def main() -> None:
     p.add_argument("--plateau", action="store_true",
                    help="with --train: decay the lr by 1/4 after 2 epochs without a 0.1 gain in validation "
                         "perplexity (MIDX Table 4's rule; min lr 1e-6), stop after 10 (outputs named *_plateau)")
+    p.add_argument("--correct", default="negatives", help="a sampled head's log-q convention (heads/sampled_softmax.py): "
+                   "negatives, the lm table's for every sampled head when this study ran (the table has trained "
+                   "Uniform and MIDX under `both` since: studies/lm_logq_convention)")
     p.add_argument("--val-every", type=int, default=5, help="measure the mass on the validation split every N epochs")
     p.add_argument("--again", action="store_true", help="measure every epoch again (default: reuse out/'s rows)")
     p.add_argument("--work", type=Path, default=REPO / "studies" / "midx_kl_drift" / "work")
@@ -192,6 +195,8 @@ def main() -> None:
     torch.set_num_threads(1)
     exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / "xcbench" / "lm.yaml"), a.scale)
     run = make_run(exp, "ptb", a.method, a.seed)
+    if run.head["head"] == "sampled_softmax":
+        run.head["params"]["correct"] = a.correct                                             # the spec's too
     if a.epochs:
         run.train["epochs"] = a.epochs                                                        # the spec's too
     if a.plateau and not a.train:
