@@ -133,10 +133,14 @@ def main() -> None:
         h = kept_history(a.scale, method, a.seed)[: a.epochs]
         rows[(method, "negatives")] = {"method": method, "correct": "negatives", "val_ppl": [r["val_ppl"] for r in h],
                                        "val_acc": [r["val_acc"] for r in h], "lr": h[0]["lr"]}
-    result["rows"] = sorted(rows.values(), key=lambda r: (r["method"] != "full", r["method"], r["correct"] == "both"))
-    if a.render_only:
+
+    def save() -> None:                                                        # the JSON and its table, rows in order
+        result["rows"] = sorted(rows.values(), key=lambda r: (r["method"] != "full", r["method"], r["correct"] == "both"))
         write_json(saved, result)
         write_text(md, table(result["rows"], a.epochs, a.scale, a.seed))
+
+    if a.render_only:
+        save()
         return
     count = None
     for method in a.methods:
@@ -149,10 +153,8 @@ def main() -> None:
                                   "lr": hist[0]["lr"],
                                   "val_acc": [r["val_acc"] for r in hist], "mass_rare": val["mass_rare"],
                                   "freq_rare": val["freq_rare"], "last_val_ppl_remeasured": val["ppl"]}
-        result["rows"] = sorted(rows.values(), key=lambda r: (r["method"] != "full", r["method"], r["correct"] == "both"))
-        write_json(saved, result)
-        write_text(md, table(result["rows"], a.epochs, a.scale, a.seed))
-        print(table(result["rows"], a.epochs, a.scale, a.seed), flush=True)
+        save()
+        print(md.read_text(), flush=True)
 
 
 if __name__ == "__main__":
