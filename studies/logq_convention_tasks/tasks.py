@@ -27,6 +27,7 @@ from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.device import pick_device
 from xcbench.io import read_json, write_json, write_text
+from xcbench.reporting.claim_values import clears_seeds
 from xcbench.run import job_run
 from xcbench.runtime import configure_process
 from xcbench.tasks.base import task_of
@@ -83,8 +84,8 @@ def paired(both: list[float], negatives: list[float]) -> str:
     d = [b - n for b, n in zip(both, negatives)]
     if len(d) < 2:
         return "–"
-    mean, se = statistics.fmean(d), statistics.stdev(d) / len(d) ** 0.5
-    beyond = (min(d) > 0 or max(d) < 0) and abs(mean) > 2 * se
+    up, mean, se = clears_seeds(d)
+    beyond = up or clears_seeds([-x for x in d])[0]
     return f"{mean:+.4f} (2 SE {2 * se:.4f}){' beyond' if beyond else ''}"
 
 

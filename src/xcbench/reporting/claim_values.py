@@ -116,9 +116,16 @@ def beyond_seeds(c: dict, recs: list[dict], dataset: str, exp: dict) -> tuple[bo
     diffs = [sign * (lv[s] - (factor * rv[s] + offset)) for s in sorted(set(lv) & set(rv), key=str)]
     if len(diffs) < 2:
         return None, f"{len(diffs)} paired seed"
-    mean, se = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
+    held, mean, se = clears_seeds(diffs)
     how = f"paired margin {mean:+.4g} over {len(diffs)} seeds, 2 SE {2 * se:.2g}, smallest {min(diffs):+.4g}"
-    return min(diffs) > 0 and mean > 2 * se, how
+    return held, how
+
+
+def clears_seeds(diffs: list[float]) -> tuple[bool, float, float]:
+    """(every paired per-seed difference positive and their mean beyond two standard errors, the mean, the standard
+    error) for two or more differences: the rule of `beyond_seed_noise`."""
+    mean, se = statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return min(diffs) > 0 and mean > 2 * se, mean, se
 
 
 def side_label(side: dict, exp: dict) -> str:
