@@ -24,6 +24,7 @@ import statistics
 from pathlib import Path
 
 from xcbench.catalogue import dataset_entry, load_datasets
+from xcbench.cli import configure_logging
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.device import pick_device
 from xcbench.io import read_json, write_json, write_text
@@ -41,10 +42,11 @@ ARTIFACTS = {
     "xmc": ("tfidf_svd256.pt", ("P@1", "P@5")),
     "seqrec": (None, ("ndcg@10", "recall@10")),
 }
-# scale -> the (artifact, dataset) tables measured: every quick one; the paper-scale XMC sets that take seconds a run
+# scale -> the (artifact, dataset) tables measured: every quick one; at the paper scale the XMC sets that take seconds a
+# run, and Amazon Sports (10-15 min a run on one thread: `--tables seqrec/seqrec-sports --methods midx_rq`)
 TABLES = {
     "quick": [("faces", "synthetic-faces-10k"), ("xmc", "synthetic-xmc-10k"), ("seqrec", "movielens-100k")],
-    "paper": [("xmc", "bibtex"), ("xmc", "delicious")],
+    "paper": [("xmc", "bibtex"), ("xmc", "delicious"), ("seqrec", "seqrec-sports")],
 }
 
 
@@ -120,6 +122,8 @@ def main() -> None:
     p.add_argument("--scale", default="quick", choices=list(TABLES))
     p.add_argument("--methods", nargs="+", default=list(HEADS), choices=list(HEADS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--tables", nargs="+", default=None, help="ARTIFACT/DATASET ...: these of the scale's tables only "
+                                                             "(default: all of them)")
     p.add_argument("--check", default=None, help="ARTIFACT/DATASET:HEAD: its seed 0 under `negatives` here must equal "
                                                  "the kept run's test metrics")
     p.add_argument("--render-only", action="store_true", help="the table from the runs already in work/")
@@ -127,6 +131,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     a = p.parse_args()
     configure_process(1)
+    configure_logging()                                                       # the runs' progress lines
     saved, md = a.out / f"convention_tasks_{a.scale}.json", a.out / f"convention_tasks_{a.scale}.md"
     result = read_json(saved) if saved.exists() else {"check": None, "tables": {}}
     if a.check:
@@ -140,7 +145,13 @@ def main() -> None:
                              f"{kept(a.scale, artifact, dataset, method, 0)}: this study's runs are not the table's")
         result["check"] = {"artifact": artifact, "method": method, "key": key, "here": here[key]}
         print(f"check: {a.check} seed 0 under negatives = the kept run's ({key} {here[key]})", flush=True)
+    unknown = set(a.tables or []) - {f"{t}/{d}" for t, d in TABLES[a.scale]}
+    if unknown:
+        raise SystemExit(f"--tables {sorted(unknown)}: not tables of the {a.scale} scale: "
+                         f"{[f'{t}/{d}' for t, d in TABLES[a.scale]]}")
     for artifact, dataset in TABLES[a.scale]:
+        if a.tables and f"{artifact}/{dataset}" not in a.tables:
+            continue
         keys = ARTIFACTS[artifact][1]
 
         def row(method: str, correct: str, metrics: list[dict]) -> dict:
