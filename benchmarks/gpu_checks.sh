@@ -36,6 +36,10 @@ if [ -n "${TRAIN_STEP:-}" ]; then  # step rates (measured on the H200: benchmark
     step train_step_$ds $lim python3 benchmarks/train_step.py --experiment config/experiments/midx/table4.yaml \
       --scale paper --dataset "$ds" --processed "data/processed/$ds/dataset.npz" --device cuda --steps 10 \
       --name "train_step_midx_table4_paper_${ds}_cuda"
+    # the xcbench lm table's ten heads (WikiText-2's 30 runs wait for a GPU: 8-30 CPU-h each)
+    step train_step_xcbench_lm_$ds $((lim * 2)) python3 benchmarks/train_step.py --experiment \
+      config/experiments/xcbench/lm.yaml --scale paper --dataset "$ds" --processed "data/processed/$ds/dataset.npz" \
+      --device cuda --steps 10 --name "train_step_xcbench_lm_paper_${ds}_cuda"
   done
   cp benchmarks/out/train_step_*_cuda.* "$LOGS/" 2>/dev/null; pack
 fi
