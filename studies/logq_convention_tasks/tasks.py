@@ -13,7 +13,8 @@ deviation over the seeds. `--check ARTIFACT:HEAD` requires that head's seed 0 un
 equal the kept run's test metrics exactly, where the kept run ran on this CPU model: the study's runs are the table's.
 
     python studies/logq_convention_tasks/tasks.py --check faces/synthetic-faces-10k:uniform  # 40 min, one thread
-    python studies/logq_convention_tasks/tasks.py --scale paper      # Bibtex and Delicious' XMC tables: 30 min
+    python studies/logq_convention_tasks/tasks.py --scale paper --tables xmc/bibtex xmc/delicious   # 30 min
+    python studies/logq_convention_tasks/tasks.py --scale paper --tables seqrec/seqrec-sports --methods midx_rq  # 2 h
     python studies/logq_convention_tasks/tasks.py --render-only      # out/'s table from the runs in work/
 """
 
@@ -43,7 +44,7 @@ ARTIFACTS = {
     "seqrec": (None, ("ndcg@10", "recall@10")),
 }
 # scale -> the (artifact, dataset) tables measured: every quick one; at the paper scale the XMC sets that take seconds a
-# run, and Amazon Sports (10-15 min a run on one thread: `--tables seqrec/seqrec-sports --methods midx_rq`)
+# run, and Amazon Sports (20 min a run on one thread: `--tables seqrec/seqrec-sports --methods midx_rq`)
 TABLES = {
     "quick": [("faces", "synthetic-faces-10k"), ("xmc", "synthetic-xmc-10k"), ("seqrec", "movielens-100k")],
     "paper": [("xmc", "bibtex"), ("xmc", "delicious"), ("seqrec", "seqrec-sports")],
