@@ -99,7 +99,9 @@ def table(result: dict, scale: str) -> str:
            f"full softmax (reference/{scale}). "
            "val_: the validation metric at the selected epoch; the others: test. The last column pairs the seeds: "
            "`beyond` where every seed moves one way and the mean is beyond two standard errors.", ""]
-    for name, rows in result["tables"].items():
+    order = [f"{t}/{d}" for t, d in TABLES[scale]]                             # the JSON's keys come back sorted
+    for name in sorted(result["tables"], key=order.index):
+        rows = result["tables"][name]
         artifact = name.split("/")[0]
         keys = (f"val_{ARTIFACTS[artifact][1][0]}", *ARTIFACTS[artifact][1])
         out += [f"## {name}", "",
@@ -146,12 +148,12 @@ def main() -> None:
                              f"{kept(a.scale, artifact, dataset, method, 0)}: this study's runs are not the table's")
         result["check"] = {"artifact": artifact, "method": method, "key": key, "here": here[key]}
         print(f"check: {a.check} seed 0 under negatives = the kept run's ({key} {here[key]})", flush=True)
-    unknown = set(a.tables or []) - {f"{t}/{d}" for t, d in TABLES[a.scale]}
+    names = [f"{t}/{d}" for t, d in TABLES[a.scale]]
+    unknown = set(a.tables or []) - set(names)
     if unknown:
-        raise SystemExit(f"--tables {sorted(unknown)}: not tables of the {a.scale} scale: "
-                         f"{[f'{t}/{d}' for t, d in TABLES[a.scale]]}")
-    for artifact, dataset in TABLES[a.scale]:
-        if a.tables and f"{artifact}/{dataset}" not in a.tables:
+        raise SystemExit(f"--tables {sorted(unknown)}: not tables of the {a.scale} scale: {names}")
+    for name, (artifact, dataset) in zip(names, TABLES[a.scale]):
+        if a.tables and name not in a.tables:
             continue
         keys = ARTIFACTS[artifact][1]
 
