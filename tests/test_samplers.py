@@ -445,26 +445,74 @@ def test_both_corrected_with_uniform_proposal_is_plain_negative_sampling():
     assert negatives.loss(h, y, None, torch.Generator().manual_seed(9)).item() != pytest.approx(got.item(), rel=1e-3)
 
 
-@pytest.mark.parametrize("correct", ["negatives", "both"])
-def test_corrections_with_exact_proposal_follow_their_closed_form_gradients(correct):
-    """q = softmax(o), no hits masked: E[d loss / d o] = m/(m+1) (p - e_t) under `both` (unbiased up
-    to one factor), (p - e_t) / (1 + p_t) under `negatives` (per-example weight); both -> p - e_t in
-    direction as m grows."""
+def test_kept_hits_stay_among_the_negatives():
+    """hits: keep (the MIDX code's loss) leaves a drawn target in the row's denominator; mask drops it."""
+    from xcbench.heads.sampled_softmax import SampledSoftmax
+    g = torch.Generator().manual_seed(5)
+    keep = SampledSoftmax(D, N, g, sampler="uniform", m=7, correct="both", hits="keep")
+    h, y = torch.randn(16, D, generator=g), torch.randint(0, N, (16,), generator=g)
+    got = keep.loss(h, y, None, torch.Generator().manual_seed(9))
+    ids, _ = keep.sampler.sample(h, 7, torch.Generator().manual_seed(9))
+    assert (ids == y.unsqueeze(1)).any()  # the draw has a hit to keep
+    o_t, o_s = (h * keep.E[y]).sum(1), torch.einsum("bd,bmd->bm", h, keep.E[ids])
+    want = -torch.log_softmax(torch.cat([o_t.unsqueeze(1), o_s], 1), 1)[:, 0]
+    assert got.item() == pytest.approx(want.mean().item(), rel=1e-5)
+    mask = SampledSoftmax(D, N, torch.Generator().manual_seed(5), sampler="uniform", m=7, correct="both")
+    assert mask.loss(h, y, None, torch.Generator().manual_seed(9)).item() < got.item() - 1e-4
+    with pytest.raises(ValueError, match="hits"):
+        SampledSoftmax(D, N, torch.Generator().manual_seed(5), hits="drop")
+
+
+def _binomial_mean(f, m: int, p: float) -> float:
+    """E[f(k)] for k ~ Bin(m, p), summed exactly over k = 0..m."""
+    k = torch.arange(m + 1, dtype=torch.float64)
+    log_pmf = torch.lgamma(torch.tensor(m + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1) - torch.lgamma(m - k + 1)
+    pmf = torch.exp(log_pmf + k * math.log(p) + (m - k) * math.log1p(-p))
+    return float((pmf * f(k)).sum())
+
+
+# the weight w(p_t) of an example's expected gradient, w (p - e_t), with q = softmax(o); k ~ Bin(m, 1 - p_t) misses
+HIT_WEIGHTS = {
+    ("both", "keep"): lambda m, pt: m / (m + 1),
+    ("both", "mask"): lambda m, pt: _binomial_mean(lambda k: k / (1 + k), m, 1 - pt) / (1 - pt),
+    ("negatives", "keep"): lambda m, pt: 1 / (1 + pt),
+    ("negatives", "mask"): lambda m, pt: _binomial_mean(lambda k: k / (m * pt + k), m, 1 - pt) / (1 - pt),
+}
+
+
+@pytest.mark.parametrize("correct,hits", sorted(HIT_WEIGHTS))
+def test_corrections_with_exact_proposal_follow_their_closed_form_gradients(correct, hits):
+    """q = softmax(o): E[d loss / d o] = w(p_t) (p - e_t), the full softmax's direction for every m, each example
+    weighted by a closed form (heads/sampled_softmax.py): `both` keeping hits m/(m+1) for all, masking them up to
+    m/2 for a confident target; `negatives` keeping 1/(1 + p_t), masking about 1. A confident target (p_t = 0.72)
+    and a rare one, so that a masked hit and a kept one give different weights."""
     g = torch.Generator().manual_seed(0)
     o = torch.randn(N, generator=g) * 2
-    t, q = 3, torch.softmax(o, 0)
-    full = q - F.one_hot(torch.tensor(t), N)
-    for m in (5, 200):
-        R = 4000
-        ids = torch.multinomial(q.expand(R, N), m, replacement=True, generator=g)             # (R, m)
-        oo = o.expand(R, N).clone().requires_grad_(True)
-        lq = q.log()[ids]
-        log_q_t = q.log()[t].expand(R) if correct == "both" else None
-        loss = sampled_softmax_loss(oo[:, t], oo.gather(1, ids), lq, torch.zeros_like(ids, dtype=torch.bool), m, log_q_t)
-        loss.sum().backward()
-        mean = oo.grad.mean(0)
-        want = full * (m / (m + 1) if correct == "both" else 1 / (1 + q[t]))
-        assert (mean - want).abs().max() < 0.02, (m, (mean - want).abs().max())
+    o[3] += 7.0
+    q = torch.softmax(o, 0)
+    for t in (3, 11):
+        full = q - F.one_hot(torch.tensor(t), N)
+        for m in (5, 200):
+            R = 4000
+            ids = torch.multinomial(q.expand(R, N), m, replacement=True, generator=g)         # (R, m)
+            oo = o.expand(R, N).clone().requires_grad_(True)
+            lq = q.log()[ids]
+            log_q_t = q.log()[t].expand(R) if correct == "both" else None
+            mask = ids == t if hits == "mask" else torch.zeros_like(ids, dtype=torch.bool)
+            sampled_softmax_loss(oo[:, t], oo.gather(1, ids), lq, mask, m, log_q_t).sum().backward()
+            want = full * HIT_WEIGHTS[correct, hits](m, float(q[t]))
+            assert (oo.grad.mean(0) - want).abs().max() < 0.02 * max(1.0, want.abs().max()), (t, m)
+
+
+def test_masked_hits_under_both_overweight_confident_targets():
+    """The closed forms' ends: `both` with masked hits weighs a target the softmax already gives 0.99 about
+    (m+1)/2 times one it gives 0.01; keeping them weighs both alike; `negatives` with masking stays near 1."""
+    m = 20
+    w = HIT_WEIGHTS["both", "mask"]
+    assert w(m, 0.01) == pytest.approx(m / (m + 1), rel=0.02)
+    assert w(m, 0.999) == pytest.approx(m / 2, rel=0.05)
+    assert HIT_WEIGHTS["both", "keep"](m, 0.999) == HIT_WEIGHTS["both", "keep"](m, 0.01)
+    assert all(0.95 < HIT_WEIGHTS["negatives", "mask"](m, p) <= 1.0 + 1e-9 for p in (0.01, 0.3, 0.7, 0.99))
 
 
 def test_quadratic_by_scores_is_the_trees_distribution_and_draws_from_it():

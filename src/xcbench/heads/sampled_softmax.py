@@ -6,7 +6,7 @@ o_c = tau h . e_c, optionally normalised or absolute).
     o'_t   = o_t                                   (correct: negatives, RF-softmax eq. 5)
     o'_t   = o_t - log(m q(t | h))                 (correct: both, the MIDX reference code's loss_func.py)
     o'_s_j = o_s_j - log(m q(s_j | h))             (log-q correction of every negative)
-    o'_s_j = -inf  where s_j == t                  (accidental hits masked)
+    o'_s_j = -inf  where s_j == t                  (accidental hits masked; `hits: keep` leaves them, as the MIDX code)
     loss   = -log softmax([o'_t, o'_s_1 .. o'_s_m])_0
 With `both` the log m cancels, and a uniform q gives plain negative sampling: -log softmax([o_t, o_s])_0.
 When q is far from the softmax, `negatives` lifts each drawn word by -log(m q), so with a uniform q (or a MIDX index
@@ -14,11 +14,18 @@ built from untrained embeddings) the rare words, most of the draws, are pushed d
 share: on PTB's LSTM (m = 100) Uniform ends epoch 5 at validation perplexity 2,869 under `negatives` and 222 under
 `both`, while Unigram, whose q is near the word frequencies, is 1.6% better under `negatives`
 (studies/lm_logq_convention).
-With the exact proposal q = softmax(o) (no hits masked) every corrected logit equals log Z, so one draw's
-gradient in o is (m/(m+1)) (mean of e_s) - (m/(m+1)) e_t under `both`, expectation m/(m+1) (p - e_t): the
-full-softmax gradient shrunk by 1/(m+1), the same factor for every example; under `negatives` it is
-(p - e_t) / (1 + p_t): exact in direction for every m, but each example weighted by 1/(1 + p_t), so
-frequent targets count less (tests/test_samplers.py checks both by Monte Carlo). A positive the
+With the exact proposal q = softmax(o) every corrected logit equals log Z, and the expected gradient in o is the
+full softmax's p - e_t times a weight w(p_t) of the example alone (its direction is exact); with k ~ Bin(m, 1 - p_t)
+the draws that are not the target:
+    correct  hits   w(p_t)                                  range over p_t in [0, 1)
+    both     keep   m / (m + 1)                             the same for every example (the MIDX code's loss)
+    both     mask   E[k / (1 + k)] / (1 - p_t)              m/(m+1) rising to m/2: confident targets weigh up to (m+1)/2x more
+    negatives keep  1 / (1 + p_t)                           1 falling to 1/2: frequent targets count less
+    negatives mask  E[k / (m p_t + k)] / (1 - p_t)          within a few percent of 1 (TensorFlow's default pair)
+So each convention has its hit rule: `both` keeps the hits and `negatives` masks them (the default stays `mask` for
+either: a run's spec names the rule it trained with). With a proposal far from the
+softmax (uniform, unigram) q(t | h) is small, hits are rare and the rules agree (tests/test_samplers.py checks all four
+by Monte Carlo; studies/accidental_hits). A positive the
 proposal cannot draw (q(t | h) = 0: LSH) is corrected as if q(t | h) = 1/n.
 Multi-label rows (XMC) are reduced to one uniformly drawn positive per row and step, and a draw
 of any of the row's positives counts as an accidental hit. With q = softmax(o) (the `exact` sampler) the expected
@@ -66,6 +73,7 @@ FREQ_DRAWS = 50  # draws per probe query for the sampling-frequency curves
 
 CORRECTIONS = ("negatives", "both")
 LOGITS = ("gather", "all", "sparse")  # how the 1 + m logits of a row are computed (heads/row_dots.py)
+HITS = ("mask", "keep")  # a drawn target: out of the row's negatives (-inf), or left in as one of them
 
 
 def sampled_softmax_loss(o_t: torch.Tensor, o_s: torch.Tensor, log_q: torch.Tensor, hits: torch.Tensor,
@@ -105,16 +113,18 @@ class SampledSoftmax(NormalizedSoftmax):
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, sampler: str = "uniform",
                  sampler_params: dict | None = None, m: int = 100, tau: float = 1.0, normalize: bool = False,
                  absolute: bool = False, sparse_grad: bool = False, init_std: float = 0.01,
-                 correct: str = "negatives", logits: str = "gather") -> None:
+                 correct: str = "negatives", logits: str = "gather", hits: str = "mask") -> None:
         super().__init__(in_dim, n_classes, gen, tau, normalize, absolute, init_std)
         check_param("sampled_softmax", "m", m, 1)
         if correct not in CORRECTIONS:
             raise ValueError(f"sampled_softmax: correct must be one of {CORRECTIONS}, got {correct!r}")
         if logits not in LOGITS:
             raise ValueError(f"sampled_softmax: logits must be one of {LOGITS}, got {logits!r}")
+        if hits not in HITS:
+            raise ValueError(f"sampled_softmax: hits must be one of {HITS}, got {hits!r}")
         self.sampler = SAMPLERS.get(sampler)(n_classes, **(sampler_params or {}))
         self.sampler.draws = m
-        self.m, self.sparse_grad, self.correct, self.logits = m, sparse_grad, correct, logits
+        self.m, self.sparse_grad, self.correct, self.logits, self.hits = m, sparse_grad, correct, logits, hits
         self._touched: torch.Tensor | None = None
         self._built = False  # the proposal's index exists (after the first epoch start)
         # cumulative curves (samplers/frequency.py) after the first and the latest epoch: [stage, softmax|sampler, rank]
@@ -226,7 +236,12 @@ class SampledSoftmax(NormalizedSoftmax):
             self._touched = touched
         o = self._logit(self._dots[self.logits](h, all_ids, touched))                          # (B, 1 + m)
         o_t, o_s = o[:, 0], o[:, 1:]
-        hits = ids == y.unsqueeze(1) if positives is None else (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)
+        if self.hits == "keep":
+            hits = torch.zeros_like(ids, dtype=torch.bool)                                      # (B, m)
+        elif positives is None:
+            hits = ids == y.unsqueeze(1)                                                         # (B, m)
+        else:
+            hits = (ids.unsqueeze(2) == positives.unsqueeze(1)).any(2)                          # (B, m)
         main = sampled_softmax_loss(o_t, o_s, log_q, hits, self.m, log_q_t).mean()
         aux = self.sampler.fit_step(h, self.E)  # the raw table: no O(n d) normalised copy per step
         if aux is not None:
