@@ -466,8 +466,7 @@ def test_kept_hits_stay_among_the_negatives():
 def _binomial_mean(f, m: int, p: float) -> float:
     """E[f(k)] for k ~ Bin(m, p), summed exactly over k = 0..m."""
     k = torch.arange(m + 1, dtype=torch.float64)
-    log_pmf = torch.lgamma(torch.tensor(m + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1) - torch.lgamma(m - k + 1)
-    pmf = torch.exp(log_pmf + k * math.log(p) + (m - k) * math.log1p(-p))
+    pmf = torch.distributions.Binomial(m, probs=torch.tensor(p, dtype=torch.float64)).log_prob(k).exp()
     return float((pmf * f(k)).sum())
 
 

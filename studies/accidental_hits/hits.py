@@ -54,8 +54,7 @@ CPU = torch.device("cpu")
 def binomial_mean(f, m: int, p: float) -> float:
     """E[f(k)] for k ~ Bin(m, p), summed exactly over k = 0..m."""
     k = torch.arange(m + 1, dtype=torch.float64)
-    log_pmf = torch.lgamma(torch.tensor(m + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1) - torch.lgamma(m - k + 1)
-    pmf = torch.exp(log_pmf + k * math.log(max(p, 1e-300)) + (m - k) * math.log1p(-min(p, 1 - 1e-16)))
+    pmf = torch.distributions.Binomial(m, probs=torch.tensor(p, dtype=torch.float64)).log_prob(k).exp()
     return float((pmf * f(k)).sum())
 
 
