@@ -407,6 +407,24 @@ def test_the_seeds_of_a_run_cut_at_the_same_point_are_named_once():
                                      "Full after epoch 1 of 30 (seeds 0, 1), HF after epoch 1 of 30 (seed 0).")
 
 
+@pytest.mark.parametrize("train, named", [({"epochs": 50, "select": {"patience": 10}}, True),
+                                           ({"epochs": 50, "schedule": "plateau", "plateau": {"stop_patience": 4}}, True),
+                                           ({"epochs": 50, "select": {"patience": 50}}, False),
+                                           ({"epochs": 50}, False)])
+def test_a_run_that_a_stop_rule_never_ended_is_named_as_still_improving(train, named):
+    """Under a rule that could have stopped it (patience below its epochs), a run that ran them all was still
+    gaining on validation: named with its best epoch. A run stopped by the rule, or with no such rule, is not."""
+    from xcbench.reporting.captions import run_status
+    exp = {"datasets": ["d"], "seeds": [0, 1], "methods": {"nce": {"label": "NCE"}, "full": {"label": "Full"}}}
+    recs = [{"dataset": "d", "method": "nce", "seed": s, "epochs": 50, "best_epoch": 50, "resolved": {"train": train}}
+            for s in (0, 1)] + [{"dataset": "d", "method": "full", "seed": 0, "epochs": 19, "best_epoch": 9,
+                                 "resolved": {"train": train}}]
+    text = run_status(exp, recs)
+    assert ("Still improving when their epochs ran out" in text) is named
+    assert ("NCE, best epoch 50 of 50 (seeds 0, 1)" in text) is named
+    assert "Full at epoch 19 of 50 (seed 0)" in text and "Full, best" not in text
+
+
 @pytest.mark.parametrize("lines, outside", [(2, False), (9, True)])
 def test_legend_moves_outside_the_panels_when_it_would_cover_the_points(lines, outside):
     """Up to style.LEGEND_INSIDE lines each panel keeps its legend; beyond, one figure legend holds every

@@ -2,7 +2,8 @@
 the setup of the runs shown, every number read from the runs' resolved configuration
 as each run recorded it in its config.resolved.yaml (a kept tree re-renders with the settings its runs had;
 a run without one falls back to `runspec.method_config` of today's file), never restated by hand; runs cut
-short or stopped early are named. A setting shared by every run is stated once; one that differs is stated per group of runs
+short, stopped early, or still improving when their epochs ran out (a stop rule that could have ended them did
+not) are named. A setting shared by every run is stated once; one that differs is stated per group of runs
 ("Delicious: ...", "Dense + intermediate: ..."). Fixed features are stated only for datasets whose
 raw samples are not feature vectors (FEATURE_FORMATS): dense datasets (synthetic faces) use their
 own vectors. Free-text `notes:` explain; they should not restate settings.
@@ -105,10 +106,19 @@ def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None
     return out
 
 
+def stop_window(train: dict) -> int | None:
+    """Epochs without a validation gain after which a run's rules end it (`select.patience`, the plateau
+    schedule's `stop_patience`, the smaller), where that is fewer than its planned epochs; else None."""
+    plateau = plateau_settings(train) or {}
+    w = [p for p in ((train.get("select") or {}).get("patience"), plateau.get("stop_patience")) if p]
+    return min(w) if w and min(w) < train.get("epochs", 0) else None
+
+
 def run_status(exp: dict, recs: list[dict] | None) -> str:
-    """Which shown runs were cut short (a time limit), stopped early (no improvement) or trained with settings
-    other than today's (`drift`), if any; the seeds of a method cut at the same point are one entry, "(seeds 0, 1)"."""
-    cut, stopped, drifted = {}, {}, {}
+    """Which shown runs were cut short (a time limit), stopped early (no improvement), still improving when
+    their epochs ran out (a stop rule that could have ended them did not) or trained with settings other than
+    today's (`drift`), if any; the seeds of a method cut at the same point are one entry, "(seeds 0, 1)"."""
+    cut, stopped, drifted, running = {}, {}, {}, {}
     for r in recs or []:
         who = caption_name(exp, r["method"]) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         if r.get("drift"):  # a kept run whose settings today's file has changed (reporting/drift.py)
@@ -123,6 +133,8 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
                                "stop patience, read here)", []).append(r.get("seed"))
         elif planned and stopped_early_at(r, planned):
             stopped.setdefault(f"{who} at epoch {r['epochs']} of {planned}", []).append(r.get("seed"))
+        elif planned and r.get("epochs") == planned and stop_window(r["resolved"]["train"]):
+            running.setdefault(f"{who}, best epoch {r.get('best_epoch', planned)} of {planned}", []).append(r.get("seed"))
     many = len(exp.get("seeds", [])) > 1
 
     def entries(found: dict) -> str:
@@ -130,6 +142,8 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
                          for k, v in found.items())
     parts = ([f"Cut short by the time limit (tested at the best epoch so far): {entries(cut)}."] if cut else []) + \
         ([f"Stopped early (no validation improvement): {entries(stopped)}."] if stopped else []) + \
+        ([f"Still improving when their epochs ran out (the stop rule never ended them; more epochs may move their "
+          f"numbers): {entries(running)}."] if running else []) + \
         ([f"Trained with settings other than today's experiment file (kept runs; rerun them to update): "
           f"{entries(drifted)}."] if drifted else [])
     return " ".join(parts)
