@@ -97,10 +97,9 @@ def checkpoint_epoch(path: Path | None) -> int | None:
 
 def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> list[dict]:
     from xcbench.catalogue import load_datasets
-    from xcbench.reporting.stop_rule import as_today, stopped_early_at
+    from xcbench.reporting.stop_rule import as_today, stop_window, stopped_early_at
     from xcbench.run import expected_runs, run_location, view_runs
     from xcbench.runspec import encoder_config, method_config
-    from xcbench.schedules import plateau_settings
 
     rows, catalogue = [], load_datasets()
     files, resolved = paper_experiments()
@@ -120,10 +119,10 @@ def plan(root: Path, records: list[dict], resume_from: Path | None = None) -> li
                 done = as_today(done, train_cfg)
             trained = (done.get("cut_short_after_epoch") or epochs) if done else 0
             ckpt = resume_from / exp["paper"] / owner / d / key / f"seed{s}" / "checkpoint.pt" if resume_from else None
-            plateau = plateau_settings(train_cfg)  # Plateau's defaults where the config sets none
-            stops = plateau is not None and int(plateau["stop_patience"]) < epochs
+            # a rule that can end the run before its last epoch: `select.patience` or the plateau's `stop_patience`
+            stops = stop_window(train_cfg) is not None
             row = {"paper": exp["paper"], "artifact": exp["artifact"], "dataset": d, "method": m, "key": key, "seed": s,
-                   # a plateau rule that stops the run: its hours below are for all its epochs, an upper bound
+                   # a stop rule that can end the run: its hours below are for all its epochs, an upper bound
                    "stop_rule": stops,
                    "stopped_at": stopped_early_at(done, epochs) if stops and done else None,
                    "epochs": epochs, "kept_epochs": min(trained, epochs), "kept_device": (done or {}).get("device_name"),
@@ -221,8 +220,9 @@ def markdown(rows: list[dict]) -> str:
 
 
 def early_stop_note(rows: list[dict]) -> str:
-    """The owed runs that a plateau rule may stop before their last epoch (`stop_patience`), projected above at all
-    their epochs (an upper bound), per paper beside where that paper's kept runs under such a rule stopped."""
+    """The owed runs that a stop rule (`select.patience`, a plateau's `stop_patience`) may end before their last
+    epoch, projected above at all their epochs (an upper bound), per paper beside where that paper's kept runs
+    under such a rule stopped."""
     parts = []
     for paper in sorted({r["paper"] for r in rows if r["stop_rule"]}):
         mine = [r for r in rows if r["paper"] == paper and r["stop_rule"]]
@@ -238,8 +238,9 @@ def early_stop_note(rows: list[dict]) -> str:
         parts.append(f"{paper}, {len(owed)} runs, {cost(1.0)}{seen}")
     if not parts:
         return ""
-    return (" Runs under a plateau rule that stops them (`stop_patience`) are projected at all their epochs, an upper "
-            "bound (a run stops where its own validation curve flattens, so a fraction from other runs is an estimate): "
+    return (" Runs under a rule that can stop them (`select.patience` or a plateau's `stop_patience`) are projected "
+            "at all their epochs, an upper bound (a run stops where its own validation curve flattens, so a fraction "
+            "from other runs is an estimate): "
             + "; ".join(parts) + ".")
 
 

@@ -371,6 +371,22 @@ def test_paper_cost_bounds_runs_a_plateau_rule_stops_by_where_kept_ones_stopped(
     assert paper_cost.early_stop_note([{**other, "stop_rule": False}]) == ""
 
 
+def test_paper_cost_counts_select_patience_as_a_stop_rule(tmp_path):
+    """MIDX Table 7 has no plateau schedule but stops a run after 10 epochs without an NDCG@10 gain
+    (`select.patience`) within its 50: its kept runs that ended early stopped there and its owed runs' hours are an
+    upper bound, as under a plateau's `stop_patience`."""
+    import json as _json
+
+    paper_cost = _load("paper_cost")
+    run = tmp_path / "midx" / "table7" / "gowalla" / "sas_uniform" / "seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(_json.dumps({"epochs": 20}))
+    rows = {r["method"]: r for r in paper_cost.plan(tmp_path, [], tmp_path / "none")
+            if (r["paper"], r["artifact"], r["dataset"], r["seed"]) == ("midx", "table7", "gowalla", 0)}
+    assert rows["sas_uniform"]["stop_rule"] and rows["sas_uniform"]["stopped_at"] == 20
+    assert rows["sas_full"]["stop_rule"] and rows["sas_full"]["stopped_at"] is None
+
+
 def test_paper_cost_lists_the_runs_each_claim_waits_on(tmp_path):
     """MIDX's seqrec_sas_rq_ge_pq compares SASRec's MIDX-rq and MIDX-pq on each Table 7 dataset: with MIDX-rq kept
     whole on Sports it waits on MIDX-pq alone there, and on both elsewhere; with MIDX-pq kept cut short it still

@@ -12,7 +12,7 @@ own vectors. Free-text `notes:` explain; they should not restate settings.
 from __future__ import annotations
 
 from xcbench.reporting.labels import caption_name, pretty
-from xcbench.reporting.stop_rule import stopped_early_at
+from xcbench.reporting.stop_rule import stop_window, stopped_early_at
 from xcbench.run import expected_runs
 from xcbench.runspec import encoder_config
 from xcbench.schedules import plateau_settings
@@ -104,14 +104,6 @@ def _run_configs(exp: dict, runs: list[tuple[str, str]], recs: list[dict] | None
         out[r] = (({"head": res["head"], "params": res.get("head_params", {})}, res.get("train", {}), res.get("model", {}))
                   if res else method_config(exp, *r))
     return out
-
-
-def stop_window(train: dict) -> int | None:
-    """Epochs without a validation gain after which a run's rules end it (`select.patience`, the plateau
-    schedule's `stop_patience`, the smaller), where that is fewer than its planned epochs; else None."""
-    plateau = plateau_settings(train) or {}
-    w = [p for p in ((train.get("select") or {}).get("patience"), plateau.get("stop_patience")) if p]
-    return min(w) if w and min(w) < train.get("epochs", 0) else None
 
 
 def run_status(exp: dict, recs: list[dict] | None) -> str:

@@ -15,7 +15,7 @@ read at e*: its curves end there, its `final.*` values are epoch e*'s, it stoppe
 
 from __future__ import annotations
 
-from xcbench.schedules import Plateau
+from xcbench.schedules import Plateau, plateau_settings
 
 
 def replay(rec: dict, train: dict) -> tuple[bool, int | None]:
@@ -70,3 +70,11 @@ def as_today(rec: dict, train: dict) -> dict:
     past it, else unchanged."""
     e = rule_stop(rec, train)
     return read_at_stop(rec, e) if e is not None else rec
+
+
+def stop_window(train: dict) -> int | None:
+    """Epochs without a validation gain after which a run's rules end it (`select.patience`, the plateau
+    schedule's `stop_patience`, the smaller), where that is fewer than its planned epochs; else None."""
+    plateau = plateau_settings(train) or {}
+    w = [p for p in ((train.get("select") or {}).get("patience"), plateau.get("stop_patience")) if p]
+    return min(w) if w and min(w) < train.get("epochs", 0) else None
