@@ -11,6 +11,9 @@ a time limit) is, up to the epoch e* where today's rule stops, the run that toda
 provided that the replayed lr equals the run's recorded lr at every epoch up to e* (the same rule with the same
 steps) and the run's selected epoch (where its test metrics come from) is at or before e*. Such a record is
 read at e*: its curves end there, its `final.*` values are epoch e*'s, it stopped early (not cut short).
+
+`stop_window` is the number of epochs without a gain after which a run's rules (`select.patience`, the plateau's
+`stop_patience`) can end it before its planned epochs: the captions and the cost plan read it.
 """
 
 from __future__ import annotations
