@@ -222,20 +222,31 @@ def markdown(rows: list[dict]) -> str:
 def early_stop_note(rows: list[dict]) -> str:
     """The owed runs that a stop rule (`select.patience`, a plateau's `stop_patience`) may end before their last
     epoch, projected above at all their epochs (an upper bound), per paper beside where that paper's kept runs
-    under such a rule stopped."""
+    under such a rule stopped, and their hours at the median stopping fraction of their own artifact's kept runs
+    (the paper's where the artifact has none: Table 7's runs stop later than Figure 7(a)'s)."""
+    def median_stop(runs: list[dict]) -> float | None:
+        f = [r["stopped_at"] / r["epochs"] for r in runs if r["stopped_at"]]
+        return statistics.median(f) if f else None
+
     parts = []
     for paper in sorted({r["paper"] for r in rows if r["stop_rule"]}):
         mine = [r for r in rows if r["paper"] == paper and r["stop_rule"]]
         owed = [r for r in mine if r["kept_epochs"] < r["epochs"]]
         if not owed:
             continue
-        left = {k: sum(r[k]["left_h"] for r in owed if k in r) for k in ("cpu", "gpu")}
+        kinds = [k for k in ("cpu", "gpu") if any(k in r for r in owed)]
+        left = {k: sum(r[k]["left_h"] for r in owed if k in r) for k in kinds}
         fracs = sorted(r["stopped_at"] / r["epochs"] for r in mine if r["stopped_at"])
-        cost = lambda f: " and ".join(f"{hours(h * f)} {k.upper()}-h" for k, h in left.items() if h)  # noqa: E731
-        seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {statistics.median(fracs):.0%} of "
-                f"their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {cost(statistics.median(fracs))} at that fraction"
-                if fracs else "; none of its runs under the rule is kept yet")
-        parts.append(f"{paper}, {len(owed)} runs, {cost(1.0)}{seen}")
+        hrs = lambda h: " and ".join(f"{hours(v)} {k.upper()}-h" for k, v in h.items() if v)  # noqa: E731
+        seen = "; none of its runs under the rule is kept yet"
+        if fracs:
+            own = {a: median_stop([r for r in mine if r["artifact"] == a]) for a in {r["artifact"] for r in owed}}
+            at = {k: sum(r[k]["left_h"] * (own[r["artifact"]] or statistics.median(fracs)) for r in owed if k in r)
+                  for k in kinds}
+            seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {statistics.median(fracs):.0%} "
+                    f"of their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {hrs(at)} at each artifact's own median "
+                    "(the paper's where an artifact has none kept)")
+        parts.append(f"{paper}, {len(owed)} runs, {hrs(left)}{seen}")
     if not parts:
         return ""
     return (" Runs under a rule that can stop them (`select.patience` or a plateau's `stop_patience`) are projected "

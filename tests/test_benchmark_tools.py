@@ -361,7 +361,17 @@ def test_paper_cost_bounds_runs_a_plateau_rule_stops_by_where_kept_ones_stopped(
     text = paper_cost.early_stop_note([r for r in rows.values()])
     # owed: uniform_m50 (cut after 30, no checkpoint: 2 h) and uniform_m100 (2 h); the rest measured nowhere
     assert "midx, 26 runs, 4.00 CPU-h; 2 of its kept runs under the rule stopped at a median 50% of their epochs " \
-           "(40%-60%), near 2.00 CPU-h at that fraction" in text
+           "(40%-60%), near 2.00 CPU-h at each artifact's own median" in text
+    # another artifact's runs stop later (Table 7: 40 of 50): its owed 10 h go at its own 80%, not the paper's 60%
+    t7_kept = {**rows["uniform_m5"], "artifact": "table7", "stopped_at": 40, "epochs": 50, "kept_epochs": 50}
+    t7_owed = {**rows["uniform_m100"], "artifact": "table7", "cpu": {"left_h": 10.0}}
+    assert "midx, 27 runs, 14 CPU-h; 3 of its kept runs under the rule stopped at a median 60% of their epochs " \
+           "(40%-80%), near 10 CPU-h at each artifact's own median" in paper_cost.early_stop_note(
+               [*rows.values(), t7_kept, t7_owed])
+    # an artifact with no kept run under the rule takes the paper's median (60%): 10 h -> 6 h
+    t9_owed = {**t7_owed, "artifact": "table9"}
+    assert "near 8.00 CPU-h at each artifact's own median" in paper_cost.early_stop_note(
+        [*rows.values(), {**t7_kept, "artifact": "fig7b"}, t9_owed])
     # a run owed on a GPU record too: both kinds' hours, each scaled
     gpu = {**rows["uniform_m100"], "gpu": {"left_h": 8.0}}
     assert "midx, 26 runs, 4.00 CPU-h and 8.00 GPU-h;" in paper_cost.early_stop_note(
