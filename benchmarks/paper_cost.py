@@ -228,22 +228,23 @@ def early_stop_note(rows: list[dict]) -> str:
         f = [r["stopped_at"] / r["epochs"] for r in runs if r["stopped_at"]]
         return statistics.median(f) if f else None
 
+    def hrs(h: dict) -> str:
+        return " and ".join(f"{hours(v)} {k.upper()}-h" for k, v in h.items() if v)
+
     parts = []
     for paper in sorted({r["paper"] for r in rows if r["stop_rule"]}):
         mine = [r for r in rows if r["paper"] == paper and r["stop_rule"]]
         owed = [r for r in mine if r["kept_epochs"] < r["epochs"]]
         if not owed:
             continue
-        kinds = [k for k in ("cpu", "gpu") if any(k in r for r in owed)]
-        left = {k: sum(r[k]["left_h"] for r in owed if k in r) for k in kinds}
+        left = {k: sum(r[k]["left_h"] for r in owed if k in r) for k in ("cpu", "gpu")}
         fracs = sorted(r["stopped_at"] / r["epochs"] for r in mine if r["stopped_at"])
-        hrs = lambda h: " and ".join(f"{hours(v)} {k.upper()}-h" for k, v in h.items() if v)  # noqa: E731
         seen = "; none of its runs under the rule is kept yet"
         if fracs:
-            own = {a: median_stop([r for r in mine if r["artifact"] == a]) for a in {r["artifact"] for r in owed}}
-            at = {k: sum(r[k]["left_h"] * (own[r["artifact"]] or statistics.median(fracs)) for r in owed if k in r)
-                  for k in kinds}
-            seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {statistics.median(fracs):.0%} "
+            median = statistics.median(fracs)
+            own = {a: median_stop([r for r in mine if r["artifact"] == a]) or median for a in {r["artifact"] for r in owed}}
+            at = {k: sum(r[k]["left_h"] * own[r["artifact"]] for r in owed if k in r) for k in ("cpu", "gpu")}
+            seen = (f"; {len(fracs)} of its kept runs under the rule stopped at a median {median:.0%} "
                     f"of their epochs ({fracs[0]:.0%}-{fracs[-1]:.0%}), near {hrs(at)} at each artifact's own median "
                     "(the paper's where an artifact has none kept)")
         parts.append(f"{paper}, {len(owed)} runs, {hrs(left)}{seen}")

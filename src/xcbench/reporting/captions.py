@@ -115,7 +115,8 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
         who = caption_name(exp, r["method"]) + (f" ({pretty(r['dataset'])})" if len(exp["datasets"]) > 1 else "")
         if r.get("drift"):  # a kept run whose settings today's file has changed (reporting/drift.py)
             drifted.setdefault(f"{who} ({', '.join(d.split(':')[0] for d in r['drift'])})", []).append(r.get("seed"))
-        planned = (r.get("resolved") or {}).get("train", {}).get("epochs")
+        train = (r.get("resolved") or {}).get("train", {})
+        planned = train.get("epochs")
         if r.get("cut_short_after_epoch"):
             e = r["cut_short_after_epoch"]  # fractional when cut inside an epoch (a checkpoint there)
             at = f"epoch {e}" if e == int(e) else f"{e - int(e):.0%} of epoch {int(e) + 1}"
@@ -125,7 +126,7 @@ def run_status(exp: dict, recs: list[dict] | None) -> str:
                                "stop patience, read here)", []).append(r.get("seed"))
         elif planned and stopped_early_at(r, planned):
             stopped.setdefault(f"{who} at epoch {r['epochs']} of {planned}", []).append(r.get("seed"))
-        elif planned and r.get("epochs") == planned and stop_window(r["resolved"]["train"]):
+        elif planned and r.get("epochs") == planned and stop_window(train):
             running.setdefault(f"{who}, best epoch {r.get('best_epoch', planned)} of {planned}", []).append(r.get("seed"))
     many = len(exp.get("seeds", [])) > 1
 
