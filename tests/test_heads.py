@@ -54,6 +54,26 @@ def test_full_softmax_formulas():
     assert torch.allclose(head.loss(h, y, idx, None), torch.stack(want).mean())
 
 
+@pytest.mark.parametrize("name", ["full_softmax", "full_chunked"])
+def test_full_softmax_bias_starts_at_the_log_prior_only_when_asked(name):
+    """`bias_init: log_prior`: b_c = log of the add-one label frequencies, so with h = 0 the loss is the unigram
+    model's cross-entropy on the batch, computed here by hand; `zero` leaves b at 0."""
+    counts = torch.tensor([40, 9, 0, 3, 7, 1, 0, 2, 5, 1, 12])                         # (C,)
+    start = {}
+    for init in ("zero", "log_prior"):
+        head = HEADS.get(name)(D, C, torch.Generator().manual_seed(0), bias_init=init)
+        head.setup({"label_counts": counts, "n_train": 80})
+        start[init] = head
+    assert torch.equal(start["zero"].b.detach(), torch.zeros(C))
+    p = [(n + 1) / (sum(counts.tolist()) + C) for n in counts.tolist()]
+    y = torch.tensor([0, 0, 2, 10, 4, 6])
+    want = -sum(torch.log(torch.tensor(p[c], dtype=torch.float64)) for c in y.tolist()) / len(y)
+    got = start["log_prior"].loss(torch.zeros(len(y), D), y, torch.arange(len(y)), None)
+    assert abs(got.item() - want.item()) < 1e-5
+    with pytest.raises(ValueError, match="bias_init"):
+        HEADS.get(name)(D, C, torch.Generator().manual_seed(0), bias_init="log_noise")
+
+
 def test_ova_formulas():
     h, y, idx = _batch(True)
     t = multi_hot(y, C)

@@ -318,11 +318,12 @@ def tiny_faces_run(prepared, method: dict, lr: float):
                                        0, out, dev, **kw)
 
 
-def test_nce_run_with_its_bias_started_at_log_q_resumes_to_identical_metrics(prepared, tmp_path):
-    """The bias start is written in `setup`, before a checkpoint's weights are loaded over it: a resumed run keeps the
-    trained bias (one started again at log q changes every later epoch)."""
-    go = tiny_faces_run(prepared, {"head": "nce", "params": {"k": 5, "noise": "unigram", "bias_init": "log_noise"}},
-                        lr=0.05)
+@pytest.mark.parametrize("method", [{"head": "nce", "params": {"k": 5, "noise": "unigram", "bias_init": "log_noise"}},
+                                    {"head": "full_softmax", "params": {"bias_init": "log_prior"}}])
+def test_run_with_its_bias_started_at_a_prior_resumes_to_identical_metrics(prepared, tmp_path, method):
+    """The bias start (NCE's log q, the full softmax's log prior) is written in `setup`, before a checkpoint's weights
+    are loaded over it: a resumed run keeps the trained bias (one started again changes every later epoch)."""
+    go = tiny_faces_run(prepared, method, lr=0.05)
     full = go(tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         go(tmp_path / "cut", interrupt_after=1)

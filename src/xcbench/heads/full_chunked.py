@@ -72,8 +72,8 @@ class FullChunked(FullSoftmax):
     """full_softmax's loss and gradients, computed over `chunk` classes at a time (no (B, C) logits)."""
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
-                 probe_ks: list[int] | None = None, chunk: int = 8192) -> None:
-        super().__init__(in_dim, n_classes, gen, init_std, probe_ks)
+                 probe_ks: list[int] | None = None, chunk: int = 8192, bias_init: str = "zero") -> None:
+        super().__init__(in_dim, n_classes, gen, init_std, probe_ks, bias_init)
         check_param("full_chunked", "chunk", chunk, 1)
         self.chunk = int(chunk)
 

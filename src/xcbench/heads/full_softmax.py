@@ -3,6 +3,9 @@
 Single-label:  l_i = -log softmax(o_i)_{y_i},  o_i = W h_i + b.
 Multi-label:   l_i = -1/|y_i| sum_{l in y_i} log softmax(o_i)_l   (uniform target distribution over
                the positives; rows with no label are skipped), the usual softmax baseline in XMC.
+The bias starts at 0 (`bias_init: zero`) or at the log of the training label frequencies, add-one,
+b_c = log((n_c + 1) / sum_j (n_j + 1)) (`bias_init: log_prior`): the logits then start at the unigram model,
+the prior NCE's bias starts at with unigram noise (heads/nce.py, `log_noise`; studies/full_bias_start).
 With `probe_ks` (e.g. [1, 10, 100, 1000]) it reports per epoch the probe batch's average CP_K and
 NCG_K (Zhang et al. 2018, eqs. 3 and 5; their Figure 1 is measured during full-softmax training).
 """
@@ -35,9 +38,17 @@ class FullSoftmax(LinearHead):
     graph_safe = True
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
-                 probe_ks: list[int] | None = None) -> None:
+                 probe_ks: list[int] | None = None, bias_init: str = "zero") -> None:
         super().__init__(in_dim, n_classes, gen, init_std)
-        self.probe_ks = list(probe_ks or [])
+        if bias_init not in ("zero", "log_prior"):
+            raise ValueError(f"full softmax: bias_init must be 'zero' or 'log_prior', got {bias_init!r}")
+        self.probe_ks, self.bias_init = list(probe_ks or []), bias_init
+
+    def setup(self, stats):
+        if self.bias_init == "log_prior":  # before a checkpoint's weights are loaded over it (train.py)
+            c = stats["label_counts"].double() + 1.0                                        # (C,)
+            with torch.no_grad():
+                self.b.copy_((c / c.sum()).log().to(self.b))
 
     def loss(self, h, y, idx, gen):
         return softmax_ce(self.scores(h), y)
