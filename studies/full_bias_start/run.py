@@ -5,9 +5,11 @@ the full softmax at 0. This trains the lm table's Full run with only `bias_init:
 (b_c = log of the add-one training frequencies: heads/full_softmax.py) and sets its validation perplexity after each
 epoch, and its test perplexity where the run is whole, beside the kept Full (bias 0) and NCE runs of the same seed.
 
-    python studies/full_bias_start/run.py --scale quick                 # 3 seeds, whole 3-epoch runs, 2 min
-    python studies/full_bias_start/run.py --scale paper --epochs 5      # seed 0, its first 5 of 40 epochs, 25 min
-    python studies/full_bias_start/run.py --scale paper --check ...   # first: bias 0's epoch 1 = the kept run's
+    python studies/full_bias_start/run.py --scale quick --check --lr 0.003 0.01 0.1   # 3 seeds x 4 lrs, 8 min
+    python studies/full_bias_start/run.py --scale paper --check --epochs 5            # seed 0, 5 of 40 epochs, 35 min
+
+(--check: first bias 0's epoch 1 retrained, which must equal the kept run's.) The lm table has since taken the
+log-prior start as its row `full_prior`; this script stays the record of how the question was answered.
 
 Runs stay in work/ (a rerun reads a whole run and resumes a paused one); the table goes to out/bias_<scale>.md.
 """
@@ -69,7 +71,7 @@ def train(scale: str, bias_init: str, seed: int, epochs: int | None, work: Path,
     return out
 
 
-def test_ppl(folder: Path) -> float | None:
+def held_out_ppl(folder: Path) -> float | None:
     """The run's test perplexity (at its best validation epoch) once it is whole, else None."""
     return read_json(folder / "metrics.json")["metrics"]["ppl"] if (folder / "metrics.json").exists() else None
 
@@ -116,12 +118,12 @@ def main() -> None:
         for head, folder in (("Full (bias 0)", kept(a.scale, "full", s)), ("Full (bias log prior)", mine),
                              ("NCE (bias log q)", kept(a.scale, "nce", s))):
             if folder.exists():
-                rows.append({"head": head, "seed": s, "val_ppl": curve(folder, n), "test_ppl": test_ppl(folder)})
+                rows.append({"head": head, "seed": s, "val_ppl": curve(folder, n), "test_ppl": held_out_ppl(folder)})
     for lr in a.lr or []:
         for s in seeds:
             folder = train(a.scale, "log_prior", s, a.epochs, a.work, lr)
             rows.append({"head": f"Full (bias log prior), lr {lr:g}", "seed": s, "val_ppl": curve(folder, n),
-                         "test_ppl": test_ppl(folder)})
+                         "test_ppl": held_out_ppl(folder)})
     a.out.mkdir(parents=True, exist_ok=True)
     write_json(a.out / f"bias_{a.scale}.json", {"scale": a.scale, "epochs": n, "rows": rows})
     write_text(a.out / f"bias_{a.scale}.md", table(rows, a.scale, n))
