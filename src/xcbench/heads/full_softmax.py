@@ -17,6 +17,7 @@ import torch
 from xcbench.heads.base import LinearHead, layer_mb
 from xcbench.heads.selective_softmax import probe_metrics
 from xcbench.registry import HEADS
+from xcbench.samplers.simple import log_unigram
 
 
 def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -46,9 +47,8 @@ class FullSoftmax(LinearHead):
 
     def setup(self, stats):
         if self.bias_init == "log_prior":  # before a checkpoint's weights are loaded over it (train.py)
-            c = stats["label_counts"].double() + 1.0                                        # (C,)
             with torch.no_grad():
-                self.b.copy_((c / c.sum()).log().to(self.b))
+                self.b.copy_(log_unigram(stats["label_counts"]).to(self.b))                 # (C,)
 
     def loss(self, h, y, idx, gen):
         return softmax_ce(self.scores(h), y)

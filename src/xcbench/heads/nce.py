@@ -24,6 +24,7 @@ from torch import nn
 
 from xcbench.heads.base import Head, check_param, class_weights, layer_mb
 from xcbench.registry import HEADS
+from xcbench.samplers.simple import log_unigram
 from xcbench.seed import multinomial
 
 
@@ -51,8 +52,7 @@ class NCE(Head):
 
     def setup(self, stats):
         if self.noise == "unigram":
-            c = stats["label_counts"].double() + 1.0
-            self.log_q = (c / c.sum()).log().float().to(self.log_q.device)
+            self.log_q = log_unigram(stats["label_counts"]).float().to(self.log_q.device)
         if self.bias_init == "log_noise":  # before a checkpoint's weights are loaded over it (train.py)
             with torch.no_grad():
                 self.b.copy_(self.log_q.unsqueeze(1))                                           # (C, 1)

@@ -33,6 +33,13 @@ class Uniform(Sampler):
         return torch.full(ids.shape, -math.log(self.n_classes), device=ids.device)
 
 
+def log_unigram(label_counts: torch.Tensor) -> torch.Tensor:
+    """log q_c = log((n_c + 1) / sum_j (n_j + 1)), the add-one training frequencies (C,), float64: the unigram
+    proposal's, NCE's unigram noise and the full softmax's `log_prior` bias start."""
+    c = label_counts.double() + 1.0                                                                 # (C,)
+    return (c / c.sum()).log()
+
+
 @SAMPLERS.register("unigram")
 class Unigram(Sampler):
     def __init__(self, n_classes: int) -> None:
@@ -40,8 +47,7 @@ class Unigram(Sampler):
         self.register_buffer("log_q", torch.full((n_classes,), -math.log(n_classes)))
 
     def setup(self, label_counts: torch.Tensor) -> None:
-        c = label_counts.double() + 1.0
-        self.log_q = (c / c.sum()).log().float().to(self.log_q.device)
+        self.log_q = log_unigram(label_counts).float().to(self.log_q.device)
 
     def sample(self, h, m, gen):
         # query-independent: all B m draws from one distribution (one cumulative sum, not B)
