@@ -25,18 +25,13 @@ runs, which may have run on another CPU model (AMD EPYC; float sums differ in th
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
-from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.cli import configure_logging
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.device import pick_device
-from xcbench.io import read_json, write_json, write_text
-from xcbench.run import make_run
+from xcbench.io import write_json, write_text
 from xcbench.runtime import configure_process
-from xcbench.tasks.base import task_of
-from xcbench.train import execute
+from xcbench.study import kept_metrics, mean_sd, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 FULL = {"Full (bias 0)": ("full", {}), "Full (bias log prior)": ("full", {"bias_init": "log_prior"})}
@@ -70,30 +65,9 @@ def train(task: str, scale: str, dataset: str, label: str, seed: int, work: Path
     method, params = TASKS[task]["variants"][label]
     out = (work / (task if scale == "paper" else f"{task}_{scale}") / dataset
            / (label.replace(" ", "_").replace("(", "").replace(")", "") + (f".lr{lr:g}" if lr else "")) / f"seed{seed}")
-    if (out / "metrics.json").exists():
-        return read_json(out / "metrics.json")
-    exp = experiment(task, scale)
-    run = make_run(exp, dataset, method, seed)
-    run.head["params"] = run.spec["head_params"] = {**run.head.get("params", {}), **params}
-    if lr:
-        run.train["lr"] = lr                                                  # run.spec["train"] is this dict
-    device = pick_device("cpu")
-    processed = REPO / "data" / "processed" / dataset / "dataset.npz"
-    features = TASKS[task]["features"]
-    feats = str(REPO / "data" / "features" / dataset / features) if features else None
-    task_obj = task_of(run, dataset_entry(dataset, load_datasets()), str(processed), feats, device,
-                       source=exp["source"])
-    return execute(run, task_obj, out, device)
-
-
-def kept(task: str, scale: str, dataset: str, method: str, seed: int) -> dict:
-    """metrics.json of the table's kept run (reference/<scale>), trained where its `device_name` says."""
-    return read_json(REPO / "reference" / scale / "results" / scale / "xcbench" / task / dataset / method / f"seed{seed}"
-                     / "metrics.json")
-
-
-def mean_sd(xs: list[float], digits: int = 4) -> str:
-    return f"{statistics.mean(xs):.{digits}f} +- {statistics.stdev(xs):.{digits}f}"
+    features = TASKS[task]["features"] and REPO / "data" / "features" / dataset / TASKS[task]["features"]
+    return train_changed(experiment(task, scale), dataset, method, seed, out,
+                         REPO / "data" / "processed" / dataset / "dataset.npz", features, params=params, lr=lr)
 
 
 def table(task: str, scale: str, result: dict) -> str:
@@ -135,7 +109,8 @@ def main() -> None:
         rows += [(f"Full (bias log prior), lr {lr:g}", "Full (bias log prior)", lr) for lr in a.lr]
         rows += [(row, None, None) for row in t.get("kept", {}) if not a.variants]
         for row, label, lr in rows:
-            ms = [train(a.task, a.scale, d, label, s, a.work, lr) if label else kept(a.task, a.scale, d, t["kept"][row], s)
+            ms = [train(a.task, a.scale, d, label, s, a.work, lr) if label
+                  else kept_metrics(REPO, experiment(a.task, a.scale), d, t["kept"][row], s)
                   for s in a.seeds]
             result[d][row] = {c: [f(m) for m in ms] for c, (f, _) in t["columns"].items()}
             result[d][row]["lr"] = ms[0]["curves"]["lr"][-1]

@@ -28,18 +28,14 @@ and `--task xmc --dataset bibtex` of the XMC table, where the sampled heads lead
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
-from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.cli import configure_logging
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.device import pick_device
-from xcbench.io import read_json, write_json, write_text
+from xcbench.io import write_json, write_text
 from xcbench.run import make_run
 from xcbench.runtime import configure_process
-from xcbench.tasks.base import task_of
-from xcbench.train import execute
+from xcbench.study import kept_metrics, mean_sd, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 # key -> (row label, (the table's method, head name set here or None, head params set here)); Uniform rows per m.
@@ -69,31 +65,18 @@ def train(task: str, scale: str, dataset: str, row: tuple[str, str | None, dict]
     exp = experiment(task, scale)
     run = make_run(exp, dataset, method, seed)
     if kept and head is None and params.items() <= run.head.get("params", {}).items() and lr == run.train["lr"]:
-        return read_json(REPO / "reference" / scale / "results" / scale / "xcbench" / task / dataset / method
-                         / f"seed{seed}" / "metrics.json")
+        return kept_metrics(REPO, exp, dataset, method, seed)
     name = ".".join([method, *([head] if head else []), *(f"{k}{v}" for k, v in params.items()), f"lr{lr:g}"])
     out = work / (scale if task == "seqrec" else f"{task}_{scale}") / dataset / name / f"seed{seed}"
-    if (out / "metrics.json").exists():
-        return read_json(out / "metrics.json")
-    if head:
-        run.head["head"] = run.spec["head"] = head
-    run.head["params"] = run.spec["head_params"] = {**run.head.get("params", {}), **params}
-    run.train["lr"] = lr                                                      # run.spec["train"] is this dict
-    device = pick_device("cpu")
-    processed = REPO / "data" / "processed" / dataset / "dataset.npz"
-    features = TASKS[task][3] and str(REPO / "data" / "features" / dataset / TASKS[task][3])
-    task = task_of(run, dataset_entry(dataset, load_datasets()), str(processed), features, device, source=exp["source"])
-    return execute(run, task, out, device)
+    features = TASKS[task][3] and REPO / "data" / "features" / dataset / TASKS[task][3]
+    return train_changed(exp, dataset, method, seed, out, REPO / "data" / "processed" / dataset / "dataset.npz",
+                         features, head=head, params=params, lr=lr)
 
 
 def summary(task: str, ms: list[dict]) -> dict:
     metric, curve, best, _ = TASKS[task]
     return {"test": [r["metrics"][metric] for r in ms], "best_epoch": [r["best_epoch"] for r in ms],
             "val_best": [best(r["curves"][curve]) for r in ms]}
-
-
-def mean_sd(xs: list[float], digits: int = 4) -> str:
-    return f"{statistics.mean(xs):.{digits}f} +- {statistics.stdev(xs):.{digits}f}"
 
 
 def table(task: str, scale: str, dataset: str, n_classes: int, rows: list[dict]) -> str:
