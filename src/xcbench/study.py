@@ -11,11 +11,12 @@ import statistics
 from pathlib import Path
 
 from xcbench.catalogue import dataset_entry, load_datasets
+from xcbench.checkpoint import StopAfter
 from xcbench.device import pick_device
 from xcbench.io import read_json
 from xcbench.run import Run, make_run
 from xcbench.tasks.base import task_of
-from xcbench.train import execute
+from xcbench.train import FitOptions, execute
 
 
 def changed(run: Run, head: str | None = None, params: dict | None = None, lr: float | None = None) -> Run:
@@ -31,16 +32,20 @@ def changed(run: Run, head: str | None = None, params: dict | None = None, lr: f
 
 
 def train_changed(exp: dict, dataset: str, method: str, seed: int, out: Path, processed: Path,
-                  features: Path | None = None, **change) -> dict:
+                  features: Path | None = None, stop_after: int | None = None, **change) -> dict | None:
     """metrics.json of the experiment's run of `method` with `change` (head, params, lr: `changed`), trained on the
-    CPU in `out` (read when it is there)."""
+    CPU in `out` (read when it is there; a cut run resumes from its checkpoint). With `stop_after` the run pauses
+    after that many epochs, its checkpoint kept, and this returns None until it is whole."""
     if (out / "metrics.json").exists():
         return read_json(out / "metrics.json")
     run = changed(make_run(exp, dataset, method, seed), **change)
     device = pick_device("cpu")
     task = task_of(run, dataset_entry(dataset, load_datasets()), str(processed), str(features) if features else None,
                    device, source=exp["source"])
-    return execute(run, task, out, device)
+    try:
+        return execute(run, task, out, device, FitOptions(stop_after=stop_after))
+    except StopAfter:
+        return None
 
 
 def kept_metrics(repo: Path, exp: dict, dataset: str, method: str, seed: int) -> dict:

@@ -22,18 +22,13 @@ from pathlib import Path
 
 import torch
 
-from xcbench.catalogue import dataset_entry, load_datasets
-from xcbench.checkpoint import StopAfter
 from xcbench.cli import configure_logging
 from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, write_json, write_text
-from xcbench.run import make_run
 from xcbench.runtime import configure_process
-from xcbench.tasks.base import task_of
-from xcbench.train import FitOptions, execute
+from xcbench.study import train_changed
 
 REPO = Path(__file__).resolve().parents[2]
-CPU = torch.device("cpu")
 
 
 def kept(scale: str, method: str, seed: int) -> Path:
@@ -54,20 +49,9 @@ def train(scale: str, bias_init: str, seed: int, epochs: int | None, work: Path,
     """The lm table's Full run of `seed` with `bias_init` (and `lr`, else the table's), in work/; whole (epochs None)
     or paused after `epochs`."""
     exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / "xcbench" / "lm.yaml"), scale)
-    run = make_run(exp, "ptb", "full", seed)
-    run.head["params"] = run.spec["head_params"] = {**run.head.get("params", {}), "bias_init": bias_init}
-    if lr is not None:
-        run.train["lr"] = lr                                                  # run.spec["train"] is this dict
-    name = f"full_{bias_init}" + (f".lr{lr:g}" if lr is not None else "")
-    out = work / scale / name / f"seed{seed}"
-    if (out / "metrics.json").exists():
-        return out
-    processed = REPO / "data" / "processed" / "ptb" / "dataset.npz"
-    task = task_of(run, dataset_entry("ptb", load_datasets()), str(processed), None, CPU)
-    try:
-        execute(run, task, out, CPU, FitOptions(stop_after=epochs))
-    except StopAfter:
-        pass
+    out = work / scale / (f"full_{bias_init}" + (f".lr{lr:g}" if lr is not None else "")) / f"seed{seed}"
+    train_changed(exp, "ptb", "full", seed, out, REPO / "data" / "processed" / "ptb" / "dataset.npz",
+                  stop_after=epochs, params={"bias_init": bias_init}, lr=lr)
     return out
 
 

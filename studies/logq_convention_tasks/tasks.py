@@ -24,16 +24,12 @@ import argparse
 import statistics
 from pathlib import Path
 
-from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.cli import configure_logging
 from xcbench.config import load_experiment, resolve_experiment
-from xcbench.device import pick_device
 from xcbench.io import read_json, write_json, write_text
 from xcbench.reporting.claim_values import clears_seeds
-from xcbench.run import job_run
 from xcbench.runtime import configure_process
-from xcbench.tasks.base import task_of
-from xcbench.train import execute
+from xcbench.study import train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 HEADS = ("uniform", "unigram", "midx_pq", "midx_rq")
@@ -62,18 +58,12 @@ def kept(scale: str, artifact: str, dataset: str, method: str, seed: int) -> Pat
 
 def train(scale: str, artifact: str, dataset: str, method: str, correct: str, seed: int, work: Path) -> dict:
     """metrics.json of the table's run of `method` under `correct`, trained in work/ (kept there: a rerun reads it)."""
-    out = work / scale / artifact / dataset / f"{method}_{correct}" / f"seed{seed}"
-    if (out / "metrics.json").exists():
-        return read_json(out / "metrics.json")
-    path = experiment(artifact)
     features = ARTIFACTS[artifact][0]
-    run = job_run(path, resolve_experiment(load_experiment(path), scale), dataset, method, seed)
-    run.head["params"]["correct"] = correct                                          # the spec's head_params too
-    processed = REPO / "data" / "processed" / dataset / "dataset.npz"
-    feats = str(REPO / "data" / "features" / dataset / features) if features else None
-    device = pick_device("cpu")
-    task = task_of(run, dataset_entry(dataset, load_datasets()), str(processed), feats, device, source=str(path))
-    return execute(run, task, out, device)
+    return train_changed(resolve_experiment(load_experiment(experiment(artifact)), scale), dataset, method, seed,
+                         work / scale / artifact / dataset / f"{method}_{correct}" / f"seed{seed}",
+                         REPO / "data" / "processed" / dataset / "dataset.npz",
+                         REPO / "data" / "features" / dataset / features if features else None,
+                         params={"correct": correct})
 
 
 def spread(xs: list[float]) -> tuple[float, float]:
