@@ -12,11 +12,17 @@ from pathlib import Path
 
 from xcbench.catalogue import dataset_entry, load_datasets
 from xcbench.checkpoint import StopAfter
+from xcbench.config import load_experiment, resolve_experiment
 from xcbench.device import pick_device
 from xcbench.io import read_json
 from xcbench.run import Run, make_run
 from xcbench.tasks.base import task_of
 from xcbench.train import FitOptions, execute
+
+
+def table_experiment(repo: Path, artifact: str, scale: str) -> dict:
+    """The xcbench table `artifact` (config/experiments/xcbench/<artifact>.yaml) resolved at `scale`."""
+    return resolve_experiment(load_experiment(repo / "config" / "experiments" / "xcbench" / f"{artifact}.yaml"), scale)
 
 
 def changed(run: Run, head: str | None = None, params: dict | None = None, lr: float | None = None) -> Run:

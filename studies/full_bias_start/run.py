@@ -23,10 +23,9 @@ from pathlib import Path
 import torch
 
 from xcbench.cli import configure_logging
-from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, write_json, write_text
 from xcbench.runtime import configure_process
-from xcbench.study import train_changed
+from xcbench.study import table_experiment, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,10 +47,10 @@ def curve(folder: Path, epochs: int) -> list[float]:
 def train(scale: str, bias_init: str, seed: int, epochs: int | None, work: Path, lr: float | None = None) -> Path:
     """The lm table's Full run of `seed` with `bias_init` (and `lr`, else the table's), in work/; whole (epochs None)
     or paused after `epochs`."""
-    exp = resolve_experiment(load_experiment(REPO / "config" / "experiments" / "xcbench" / "lm.yaml"), scale)
     out = work / scale / (f"full_{bias_init}" + (f".lr{lr:g}" if lr is not None else "")) / f"seed{seed}"
-    train_changed(exp, "ptb", "full", seed, out, REPO / "data" / "processed" / "ptb" / "dataset.npz",
-                  stop_after=epochs, params={"bias_init": bias_init}, lr=lr)
+    train_changed(table_experiment(REPO, "lm", scale), "ptb", "full", seed, out,
+                  REPO / "data" / "processed" / "ptb" / "dataset.npz", stop_after=epochs, params={"bias_init": bias_init},
+                  lr=lr)
     return out
 
 

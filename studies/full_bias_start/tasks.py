@@ -28,10 +28,9 @@ import argparse
 from pathlib import Path
 
 from xcbench.cli import configure_logging
-from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import write_json, write_text
 from xcbench.runtime import configure_process
-from xcbench.study import kept_metrics, mean_sd, train_changed
+from xcbench.study import kept_metrics, mean_sd, table_experiment, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 FULL = {"Full (bias 0)": ("full", {}), "Full (bias log prior)": ("full", {"bias_init": "log_prior"})}
@@ -55,10 +54,6 @@ TASKS = {
 }
 
 
-def experiment(task: str, scale: str) -> dict:
-    return resolve_experiment(load_experiment(REPO / "config" / "experiments" / "xcbench" / f"{task}.yaml"), scale)
-
-
 def train(task: str, scale: str, dataset: str, label: str, seed: int, work: Path, lr: float | None = None) -> dict:
     """metrics.json of the table's run of the variant's method with its params (and `lr`, else the table's), trained
     in work/ (read when there)."""
@@ -66,7 +61,7 @@ def train(task: str, scale: str, dataset: str, label: str, seed: int, work: Path
     out = (work / (task if scale == "paper" else f"{task}_{scale}") / dataset
            / (label.replace(" ", "_").replace("(", "").replace(")", "") + (f".lr{lr:g}" if lr else "")) / f"seed{seed}")
     features = TASKS[task]["features"] and REPO / "data" / "features" / dataset / TASKS[task]["features"]
-    return train_changed(experiment(task, scale), dataset, method, seed, out,
+    return train_changed(table_experiment(REPO, task, scale), dataset, method, seed, out,
                          REPO / "data" / "processed" / dataset / "dataset.npz", features, params=params, lr=lr)
 
 
@@ -102,7 +97,7 @@ def main() -> None:
     configure_logging()
     t = TASKS[a.task]
     result = {}
-    datasets = a.datasets or (t["datasets"] if a.scale == "paper" else experiment(a.task, a.scale)["datasets"])
+    datasets = a.datasets or (t["datasets"] if a.scale == "paper" else table_experiment(REPO, a.task, a.scale)["datasets"])
     for d in datasets:
         result[d] = {}
         rows = [(label, label, None) for label in a.variants or t["variants"]]
@@ -110,7 +105,7 @@ def main() -> None:
         rows += [(row, None, None) for row in t.get("kept", {}) if not a.variants]
         for row, label, lr in rows:
             ms = [train(a.task, a.scale, d, label, s, a.work, lr) if label
-                  else kept_metrics(REPO, experiment(a.task, a.scale), d, t["kept"][row], s)
+                  else kept_metrics(REPO, table_experiment(REPO, a.task, a.scale), d, t["kept"][row], s)
                   for s in a.seeds]
             result[d][row] = {c: [f(m) for m in ms] for c, (f, _) in t["columns"].items()}
             result[d][row]["lr"] = ms[0]["curves"]["lr"][-1]

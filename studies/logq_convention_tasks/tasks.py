@@ -25,11 +25,10 @@ import statistics
 from pathlib import Path
 
 from xcbench.cli import configure_logging
-from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import read_json, write_json, write_text
 from xcbench.reporting.claim_values import clears_seeds
 from xcbench.runtime import configure_process
-from xcbench.study import train_changed
+from xcbench.study import table_experiment, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 HEADS = ("uniform", "unigram", "midx_pq", "midx_rq")
@@ -47,10 +46,6 @@ TABLES = {
 }
 
 
-def experiment(artifact: str) -> Path:
-    return REPO / "config" / "experiments" / "xcbench" / f"{artifact}.yaml"
-
-
 def kept(scale: str, artifact: str, dataset: str, method: str, seed: int) -> Path:
     """The table's kept run (under the convention the table trains it with)."""
     return REPO / "reference" / scale / "results" / scale / "xcbench" / artifact / dataset / method / f"seed{seed}"
@@ -59,7 +54,7 @@ def kept(scale: str, artifact: str, dataset: str, method: str, seed: int) -> Pat
 def train(scale: str, artifact: str, dataset: str, method: str, correct: str, seed: int, work: Path) -> dict:
     """metrics.json of the table's run of `method` under `correct`, trained in work/ (kept there: a rerun reads it)."""
     features = ARTIFACTS[artifact][0]
-    return train_changed(resolve_experiment(load_experiment(experiment(artifact)), scale), dataset, method, seed,
+    return train_changed(table_experiment(REPO, artifact, scale), dataset, method, seed,
                          work / scale / artifact / dataset / f"{method}_{correct}" / f"seed{seed}",
                          REPO / "data" / "processed" / dataset / "dataset.npz",
                          REPO / "data" / "features" / dataset / features if features else None,

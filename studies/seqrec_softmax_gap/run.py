@@ -31,11 +31,10 @@ import argparse
 from pathlib import Path
 
 from xcbench.cli import configure_logging
-from xcbench.config import load_experiment, resolve_experiment
 from xcbench.io import write_json, write_text
 from xcbench.run import make_run
 from xcbench.runtime import configure_process
-from xcbench.study import kept_metrics, mean_sd, train_changed
+from xcbench.study import kept_metrics, mean_sd, table_experiment, train_changed
 
 REPO = Path(__file__).resolve().parents[2]
 # key -> (row label, (the table's method, head name set here or None, head params set here)); Uniform rows per m.
@@ -53,16 +52,12 @@ TASKS = {"seqrec": ("ndcg@10", "val_ndcg@10", max, None), "lm": ("ppl", "val_ppl
          "xmc": ("P@1", "val_P@1", max, "tfidf_svd256.pt")}
 
 
-def experiment(task: str, scale: str) -> dict:
-    return resolve_experiment(load_experiment(REPO / "config" / "experiments" / "xcbench" / f"{task}.yaml"), scale)
-
-
 def train(task: str, scale: str, dataset: str, row: tuple[str, str | None, dict], lr: float, seed: int, work: Path,
           kept: bool = False) -> dict:
     """metrics.json of the table's run of the row's method with its head and params at `lr`, trained in work/ (read
     when there); with `kept`, the table's kept run (reference/<scale>) where the row is that run unchanged."""
     method, head, params = row
-    exp = experiment(task, scale)
+    exp = table_experiment(REPO, task, scale)
     run = make_run(exp, dataset, method, seed)
     if kept and head is None and params.items() <= run.head.get("params", {}).items() and lr == run.train["lr"]:
         return kept_metrics(REPO, exp, dataset, method, seed)
@@ -113,7 +108,7 @@ def main() -> None:
     a = p.parse_args()
     configure_process(1)
     configure_logging()
-    exp = experiment(a.task, a.scale)
+    exp = table_experiment(REPO, a.task, a.scale)
     dataset = a.dataset or exp["datasets"][0]
     rows, n_classes = [], None
     for given in a.lr or [None]:
