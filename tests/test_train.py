@@ -359,6 +359,29 @@ def test_status_counts_a_plateau_runs_epochs_without_a_gain(tmp_path):
     assert "| 3 of 10 | 0.14 | 0.42 at most |" in table and "| ppl 150 | - | 0.14 | 0.42 |" in table
 
 
+def test_status_counts_early_stoppings_epochs_without_a_gain_and_takes_the_nearer_rule(tmp_path):
+    """`select.patience` stops a run too: the row counts BestEpoch's `bad` against it; where a plateau rule applies as
+    well the one nearer to stopping is shown, and a rule that cannot fire before the last epoch is not shown."""
+    from xcbench.status import run_status
+
+    def ckpt(name, train, **state):
+        folder = tmp_path / "paper" / "p" / "a" / "d" / name / "seed0"
+        folder.mkdir(parents=True)
+        torch.save({"epoch": 5, "elapsed": 500.0, "history": [{"epoch": 5, "val_ppl": 150.0}], "stopped": False,
+                    "spec": {"train": {"epochs": 20, **train}}, **state}, folder / "checkpoint.pt")
+        return run_status(folder / "checkpoint.pt", tmp_path)["stop"]
+
+    sel = {"metric": "ppl", "mode": "min"}
+    best = {"best": 149.0, "best_epoch": 1, "state": None}
+    assert ckpt("select", {"select": {**sel, "patience": 10}}, select={**best, "bad": 4}) == (4, 10)
+    assert ckpt("never", {"select": {**sel, "patience": 40}}, select={**best, "bad": 4}) is None   # 36 > 15 owed
+    assert ckpt("unbounded", {"select": sel}, select={**best, "bad": 4}) is None
+    both = {"select": {**sel, "patience": 5}, "schedule": "plateau", "plateau": {"stop_patience": 10}}
+    plateau = {"lr": 5.0, "best": 149.0, "bad": 3, "bad_lr": 1}
+    assert ckpt("both", both, select={**best, "bad": 1}, schedule=plateau) == (1, 5)          # 4 left against 7
+    assert ckpt("both2", both, select={**best, "bad": 0}, schedule={**plateau, "bad": 8}) == (8, 10)   # 2 against 5
+
+
 def test_status_names_the_python_training_each_run_not_its_shell(tmp_path):
     """training_pids reads /proc: the `python -m xcbench train` process's --out joined to its working folder; the
     shell around it (one argument holding the command), other programs and unreadable entries are left out."""

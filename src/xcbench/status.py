@@ -10,9 +10,10 @@ from the checkpoint (read memory-mapped: a 357 MB one opens in milliseconds, its
               time already spent in the next one (t_in, the checkpoint's `partial`); unknown before one epoch
     age       now - the file's modification time: how long ago the run last saved (a running job saves at
               least every epoch, or every `--checkpoint-minutes` inside one)
-    stop rule under a plateau schedule, b of P: the epochs since validation last gained (the schedule's `bad`)
-              against its `stop_patience`; the run stops after P - b more epochs without a gain, so `left`,
-              which counts every epoch to E, is then at most what it still owes
+    stop rule b of P: the epochs since validation last gained against the patience that stops the run: a plateau
+              schedule's `stop_patience` (its `bad`) or early stopping's `select.patience` (selection.BestEpoch's
+              `bad`), the nearer of the two where both apply; the run stops after P - b more epochs without a
+              gain, so `left`, which counts every epoch to E, is then at most what it still owes
 
 its last validation numbers, and the pid of the `python -m xcbench train` process training it on this machine
 (from /proc: the process to send SIGUSR1 for a checkpoint now, checkpoint.Signals; not the shell Snakemake wraps
@@ -48,6 +49,21 @@ def training_pids(proc: Path = Path("/proc")) -> dict[Path, int]:
     return out
 
 
+def stop_rule(ck: dict, train: dict) -> tuple[int, int] | None:
+    """(b, P) of the rule nearest to stopping the run: b epochs without a gain of the P that stop it (module
+    docstring); None when no rule stops it before its last epoch."""
+    rules = []
+    plateau = plateau_settings(train)
+    if plateau and ck.get("schedule"):
+        rules.append((int(ck["schedule"]["bad"]), int(plateau["stop_patience"])))
+    patience = (train.get("select") or {}).get("patience")
+    if patience is not None and ck.get("select"):
+        rules.append((int(ck["select"]["bad"]), int(patience)))
+    owed = int(train["epochs"]) - int(ck["epoch"]) if train.get("epochs") is not None else None
+    rules = [r for r in rules if owed is None or r[1] - r[0] < owed]   # one that cannot fire before E stops nothing
+    return min(rules, key=lambda r: r[1] - r[0], default=None)
+
+
 def run_status(ckpt: Path, root: Path, now: float | None = None, pids: dict[Path, int] | None = None) -> dict:
     """One row of the status table for the checkpoint at `ckpt`, named relative to `root` (module docstring)."""
     ck = torch.load(ckpt, weights_only=True, mmap=True, map_location="cpu")
@@ -59,8 +75,7 @@ def run_status(ckpt: Path, root: Path, now: float | None = None, pids: dict[Path
     left = None
     if epochs is not None and e > 0:
         left = 0.0 if ck.get("stopped") else max(0.0, (int(epochs) - e) * elapsed / e - t_in)
-    plateau = plateau_settings(spec.get("train") or {})
-    stop = (int(ck["schedule"]["bad"]), int(plateau["stop_patience"])) if plateau and ck.get("schedule") else None
+    stop = stop_rule(ck, spec.get("train") or {})
     last = next((h for h in reversed(ck.get("history") or []) if h.get("epoch", 0) >= 1), {})
     val = {k[4:]: v for k, v in last.items() if k.startswith("val_") and isinstance(v, (int, float))}
     return {"run": folder.relative_to(root).as_posix(), "epoch": e, "step": s, "epochs": epochs,
