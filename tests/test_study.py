@@ -31,6 +31,7 @@ def test_changed_names_the_change_in_the_spec(tiny_exp):
 
 def test_mean_sd_is_the_sample_sd():
     assert mean_sd([1.0, 2.0, 3.0], 3) == "2.000 +- 1.000"
+    assert mean_sd([0.5], 2) == "0.50 (one seed)"   # a seed-0 first pass renders instead of failing in stdev
 
 
 def test_train_changed_pauses_resumes_and_equals_the_direct_run(tiny_exp, tiny_xmc, tmp_path):

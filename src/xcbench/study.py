@@ -62,5 +62,7 @@ def kept_metrics(repo: Path, exp: dict, dataset: str, method: str, seed: int) ->
 
 
 def mean_sd(xs: list[float], digits: int = 4) -> str:
-    """'mean +- sample sd' of a study's seeds."""
+    """'mean +- sample sd' of a study's seeds; one seed's value alone (no sd), as a study run on seed 0 first reads."""
+    if len(xs) == 1:
+        return f"{xs[0]:.{digits}f} (one seed)"
     return f"{statistics.mean(xs):.{digits}f} +- {statistics.stdev(xs):.{digits}f}"
