@@ -115,6 +115,38 @@ def test_fused_squared_hinge_is_bit_identical_to_autograds_chain(B, C, scale, up
     assert (o_new.grad != 0).any() and (o_new.grad == 0).any()
 
 
+def test_full_softmax_masked_other_positives_against_brute_force():
+    """`other_positives: masked`: each listed positive l of a row against the row's negatives alone,
+    -log(e^{o_l} / (e^{o_l} + sum_{c not a positive} e^{o_c})), averaged over the row's positives, then over the rows
+    with a label; equal to the default on rows with one label, lower where a row has several (its other positives
+    leave the denominator); single-label targets unchanged."""
+    from xcbench.heads.full_softmax import softmax_ce
+
+    g = torch.Generator().manual_seed(5)
+    B, C = 7, 11
+    o = torch.randn(B, C, generator=g, dtype=torch.float64)
+    y = torch.tensor([[3, 5, 9], [2, -1, -1], [-1, -1, -1], [0, 1, -1], [4, 4, 6], [10, -1, 7], [8, 2, 1]])
+    rows = []
+    for i in range(B):
+        pos = [int(v) for v in y[i] if v >= 0]
+        if not pos:
+            continue
+        neg = [c for c in range(C) if c not in pos]
+        rows.append(sum(-(o[i, l] - torch.logsumexp(torch.cat([o[i, [l]], o[i, neg]]), 0)) for l in pos) / len(pos))
+    assert torch.allclose(softmax_ce(o, y, "masked"), torch.stack(rows).mean(), atol=1e-12)
+    one = y[[1, 5]].clone()
+    one[1] = torch.tensor([10, -1, -1])
+    assert torch.allclose(softmax_ce(o[[1, 5]], one, "masked"), softmax_ce(o[[1, 5]], one), atol=1e-12)
+    assert softmax_ce(o, y, "masked") < softmax_ce(o, y)
+    y1 = torch.randint(0, C, (B,), generator=g)
+    assert torch.equal(softmax_ce(o, y1, "masked"), softmax_ce(o, y1))
+    head = HEADS.get("full_softmax")(3, C, torch.Generator().manual_seed(0), other_positives="masked")
+    h = torch.randn(B, 3, generator=g)
+    assert torch.allclose(head.loss(h, y, torch.arange(B), None), softmax_ce(head.scores(h), y, "masked"))
+    with pytest.raises(ValueError, match="other_positives"):
+        HEADS.get("full_softmax")(3, C, torch.Generator().manual_seed(0), other_positives="drop")
+
+
 @pytest.mark.parametrize("multi", [False, True])
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
 def test_full_chunked_equals_full_softmax_loss_and_gradients(multi, chunk):

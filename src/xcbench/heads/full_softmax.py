@@ -2,7 +2,12 @@
 
 Single-label:  l_i = -log softmax(o_i)_{y_i},  o_i = W h_i + b.
 Multi-label:   l_i = -1/|y_i| sum_{l in y_i} log softmax(o_i)_l   (uniform target distribution over
-               the positives; rows with no label are skipped), the usual softmax baseline in XMC.
+               the positives; rows with no label are skipped), the usual softmax baseline in XMC: every other
+               positive of the row sits in each positive's denominator (`other_positives: compete`).
+  `other_positives: masked` takes them out, each positive against the row's negatives N_i alone,
+               l_i = 1/|y_i| sum_{l in y_i} softplus(LSE_{c in N_i} o_ic - o_il),
+  the exact loss the sampled softmax estimates on multi-label rows (one positive a step, every other positive
+  masked as an accidental hit: heads/sampled_softmax.py). The two agree on rows with one label.
 The bias starts at 0 (`bias_init: zero`) or at the log of the training label frequencies, add-one,
 b_c = log((n_c + 1) / sum_j (n_j + 1)) (`bias_init: log_prior`): the logits then start at the unigram model,
 the prior NCE's bias starts at with unigram noise (heads/nce.py, `log_noise`; studies/full_bias_start).
@@ -20,14 +25,20 @@ from xcbench.registry import HEADS
 from xcbench.samplers.simple import log_unigram
 
 
-def softmax_ce(o: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def softmax_ce(o: torch.Tensor, y: torch.Tensor, other_positives: str = "compete") -> torch.Tensor:
     """Mean softmax cross-entropy of logits o (B, C): single-label y (B,), or padded multi-label
-    y (B, Lmax) with a uniform target over each row's positives (rows without labels skipped)."""
-    logp = torch.log_softmax(o, 1)                                                  # (B, C)
+    y (B, Lmax) with a uniform target over each row's positives (rows without labels skipped); with
+    `other_positives="masked"` each positive against the row's negatives alone (module docstring)."""
     if y.dim() == 1:
-        return -logp.gather(1, y.unsqueeze(1)).mean()
+        return -torch.log_softmax(o, 1).gather(1, y.unsqueeze(1)).mean()
     mask = y >= 0                                                                   # (B, Lmax)
-    per = -(logp.gather(1, y.clamp(min=0)) * mask).sum(1)                           # (B,)
+    if other_positives == "masked":
+        slot = torch.where(mask, y, o.shape[1])                                     # padding to a spare column
+        is_pos = o.new_zeros(o.shape[0], o.shape[1] + 1, dtype=torch.bool).scatter_(1, slot, True)[:, :-1]  # (B, C)
+        lse_neg = torch.logsumexp(o.masked_fill(is_pos, -torch.inf), 1, keepdim=True)    # (B, 1)
+        per = (torch.nn.functional.softplus(lse_neg - o.gather(1, y.clamp(min=0))) * mask).sum(1)   # (B,)
+    else:
+        per = -(torch.log_softmax(o, 1).gather(1, y.clamp(min=0)) * mask).sum(1)    # (B,)
     n = mask.sum(1)
     keep = n > 0
     return (per[keep] / n[keep]).mean()
@@ -39,11 +50,13 @@ class FullSoftmax(LinearHead):
     graph_safe = True
 
     def __init__(self, in_dim: int, n_classes: int, gen: torch.Generator, init_std: float | None = None,
-                 probe_ks: list[int] | None = None, bias_init: str = "zero") -> None:
+                 probe_ks: list[int] | None = None, bias_init: str = "zero", other_positives: str = "compete") -> None:
         super().__init__(in_dim, n_classes, gen, init_std)
         if bias_init not in ("zero", "log_prior"):
             raise ValueError(f"full softmax: bias_init must be 'zero' or 'log_prior', got {bias_init!r}")
-        self.probe_ks, self.bias_init = list(probe_ks or []), bias_init
+        if other_positives not in ("compete", "masked"):
+            raise ValueError(f"full softmax: other_positives must be 'compete' or 'masked', got {other_positives!r}")
+        self.probe_ks, self.bias_init, self.other_positives = list(probe_ks or []), bias_init, other_positives
 
     def setup(self, stats):
         if self.bias_init == "log_prior":  # before a checkpoint's weights are loaded over it (train.py)
@@ -51,7 +64,7 @@ class FullSoftmax(LinearHead):
                 self.b.copy_(log_unigram(stats["label_counts"]).to(self.b))                 # (C,)
 
     def loss(self, h, y, idx, gen):
-        return softmax_ce(self.scores(h), y)
+        return softmax_ce(self.scores(h), y, self.other_positives)
 
     @torch.no_grad()
     def epoch_metrics(self, h, y):
