@@ -134,9 +134,9 @@ class LinearHead(Head):
         return self.W                                                    # (B, C)
 
 
-def multi_hot(y: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """(B,) or (B, Lmax) padded labels -> (B, C) float {0, 1}."""
+def multi_hot(y: torch.Tensor, n_classes: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(B,) or (B, Lmax) padded labels -> (B, C) {0, 1} of `dtype` (float: a binary loss's targets; bool: a mask)."""
     y = y.unsqueeze(1) if y.dim() == 1 else y
-    out = torch.zeros(y.shape[0], n_classes + 1, device=y.device)
-    out.scatter_(1, torch.where(y >= 0, y, n_classes), 1.0)
+    out = torch.zeros(y.shape[0], n_classes + 1, device=y.device, dtype=dtype)
+    out.scatter_(1, torch.where(y >= 0, y, n_classes), 1)
     return out[:, :n_classes]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from xcbench.heads.base import LinearHead, layer_mb
+from xcbench.heads.base import LinearHead, layer_mb, multi_hot
 from xcbench.heads.selective_softmax import probe_metrics
 from xcbench.registry import HEADS
 from xcbench.samplers.simple import log_unigram
@@ -33,8 +33,7 @@ def softmax_ce(o: torch.Tensor, y: torch.Tensor, other_positives: str = "compete
         return -torch.log_softmax(o, 1).gather(1, y.unsqueeze(1)).mean()
     mask = y >= 0                                                                   # (B, Lmax)
     if other_positives == "masked":
-        slot = torch.where(mask, y, o.shape[1])                                     # padding to a spare column
-        is_pos = o.new_zeros(o.shape[0], o.shape[1] + 1, dtype=torch.bool).scatter_(1, slot, True)[:, :-1]  # (B, C)
+        is_pos = multi_hot(y, o.shape[1], torch.bool)                                # (B, C)
         lse_neg = torch.logsumexp(o.masked_fill(is_pos, -torch.inf), 1, keepdim=True)    # (B, 1)
         per = (torch.nn.functional.softplus(lse_neg - o.gather(1, y.clamp(min=0))) * mask).sum(1)   # (B,)
     else:
